@@ -1,0 +1,5 @@
+import sys
+
+from LambdaSegmentLib.cli import main
+
+sys.exit(main())

@@ -1,0 +1,20 @@
+"""Errors the user can act on.
+
+``BadInputError`` is raised for anything wrong with what the user gave (a file, an
+option, a checkpoint); the CLI turns it into exit code 2 and a one-line message that
+names the file and the problem. It subclasses ``ValueError`` so library callers (the
+Slicer module) can catch it as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BadInputError(ValueError):
+    """A problem with user input. ``str(error)`` is one line naming the source and the problem."""
+
+    def __init__(self, source: str | Path | None, problem: str) -> None:
+        self.source = None if source is None else str(source)
+        self.problem = problem
+        super().__init__(f"{self.source}: {problem}" if self.source else problem)

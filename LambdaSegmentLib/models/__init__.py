@@ -1,0 +1,11 @@
+"""Segmentation models, reachable by name.
+
+``create_model(name, **config)`` builds one; ``available_models()`` lists them. Every
+model maps (batch, channels, slices, height, width) to logits (batch, 1, slices, height, width).
+"""
+
+from . import lambda_unet, unet  # noqa: F401  (registration)
+from .lambda_plus import LambdaPlus
+from .registry import available_models, create_model, register_model
+
+__all__ = ["LambdaPlus", "available_models", "create_model", "register_model"]

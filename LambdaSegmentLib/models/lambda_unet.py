@@ -1,0 +1,107 @@
+"""LambdaUNet (Ou et al., MICCAI 2021) and its 2D / 3D variants.
+
+A milesial-style UNet whose encoder convolutions are Lambda+ layers: the stem is a
+plain DoubleConv, each down block is MaxPool2d(2) + [Lambda+ -> BN -> ReLU] x 2, the
+decoder is convolutional. Slices interact only inside Lambda+ layers.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .lambda_plus import LambdaPlus
+from .registry import register_model
+from .unet_blocks import UNet2p5d
+
+PAPER_WIDTHS = (64, 128, 256, 512, 1024)
+
+
+class LambdaDown(nn.Module):
+    """MaxPool2d(2) then [Lambda+ -> BN -> ReLU] x 2.
+
+    forward(x ((b t), in, h, w), num_slices) -> ((b t), out, h/2, w/2).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, **lambda_config: object) -> None:
+        super().__init__()
+        self.pool = nn.MaxPool2d(2)
+        self.lambda1 = LambdaPlus(in_channels, out_channels, **lambda_config)
+        self.norm1 = nn.BatchNorm2d(out_channels)
+        self.lambda2 = LambdaPlus(out_channels, out_channels, **lambda_config)
+        self.norm2 = nn.BatchNorm2d(out_channels)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
+        x = self.act(self.norm1(self.lambda1(self.pool(x), num_slices)))
+        return self.act(self.norm2(self.lambda2(x, num_slices)))
+
+
+class LambdaUNet(UNet2p5d):
+    """LambdaUNet. Defaults are the paper's configuration (13,848,193 parameters).
+
+    Args:
+        in_channels: input channels, default 2 ([eADC, DWI b1000]).
+        widths: channels per level, default (64, 128, 256, 512, 1024).
+        key_dim: |k| of every Lambda+ layer (16).
+        intra_depth: |u| (4).
+        value_dim: |v| per head (32); heads = width / value_dim.
+        local_size: R of the local lambda (3).
+        slice_context: T of the inter-slice lambda (3); 0 gives LambdaUNet-2D.
+        local_3d: R x R x T local context instead of the inter-slice lambda (LambdaUNet-3D).
+
+    forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w); h, w divisible by 16, t >= 1.
+
+    Example::
+
+        model = create_model("lambda_unet")
+        logits = model(torch.randn(1, 2, 8, 64, 64))  # (1, 1, 8, 64, 64)
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 2,
+        widths: Sequence[int] = PAPER_WIDTHS,
+        key_dim: int = 16,
+        intra_depth: int = 4,
+        value_dim: int = 32,
+        local_size: int = 3,
+        slice_context: int = 3,
+        local_3d: bool = False,
+    ) -> None:
+        lambda_config = dict(
+            key_dim=key_dim,
+            intra_depth=intra_depth,
+            value_dim=value_dim,
+            local_size=local_size,
+            slice_context=slice_context,
+            local_3d=local_3d,
+        )
+        super().__init__(in_channels, widths, lambda a, b: LambdaDown(a, b, **lambda_config))
+        self.slice_context = slice_context
+
+    @property
+    def slice_receptive_radius(self) -> int:
+        """Slices on each side that can influence an output slice (each Lambda+ reaches T//2)."""
+        per_layer = self.slice_context // 2
+        return per_layer * 2 * len(self.downs)
+
+
+@register_model("lambda_unet")
+def lambda_unet(**config: object) -> LambdaUNet:
+    """2.5D LambdaUNet (paper configuration by default)."""
+    return LambdaUNet(**config)
+
+
+@register_model("lambda_unet_2d")
+def lambda_unet_2d(**config: object) -> LambdaUNet:
+    """LambdaUNet-2D: no inter-slice lambda (13,846,529 parameters by default)."""
+    return LambdaUNet(**{"slice_context": 0, **config})
+
+
+@register_model("lambda_unet_3d")
+def lambda_unet_3d(**config: object) -> LambdaUNet:
+    """LambdaUNet-3D: a 3D local context R x R x T instead of the inter-slice lambda."""
+    return LambdaUNet(**{"local_3d": True, **config})
