@@ -1,0 +1,139 @@
+"""Running a model package on a study: probability map and mask on the DWI grid.
+
+The stack is run in one pass when its estimated peak memory fits the budget, otherwise
+in overlapping slabs along the slice axis (``slabs.py``) whose stitched output equals the
+one-pass output, because each slab's halo covers the model's through-slice receptive
+field. Inference runs under ``torch.inference_mode``; on CUDA it autocasts to bfloat16
+(the mask agreement is measured in ``benchmarks/inference_precision.py``); CPU and MPS run
+in float32. CPU inference is deterministic: no sampling, no test-time augmentation, and
+the same kernels for the same shapes.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from LambdaSegmentLib.io import Volume
+
+from .devices import describe_device, resolve_device
+from .memory import default_memory_budget_bytes, max_slices_per_pass
+from .package import ModelPackage, load_model_package
+from .slabs import Slab, plan_slabs
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each slab (``total`` slabs)."""
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """Result of ``segment_study``.
+
+    Attributes:
+        probability: infarct probability in [0, 1], float32, on the DWI grid.
+        mask: 1 = infarct, 0 = not, uint8, on the DWI grid (probability >= threshold).
+        seconds: wall time of preprocessing, inference and resampling back.
+        device: the device that ran the model, e.g. ``cpu`` or ``cuda:0 (NVIDIA H100)``.
+        threshold: the package's threshold that made ``mask``.
+        num_slabs: forward passes used (1 = the whole stack at once).
+    """
+
+    probability: Volume
+    mask: Volume
+    seconds: float
+    device: str
+    threshold: float
+    num_slabs: int
+
+
+def predict_probability(
+    model: nn.Module,
+    channels: np.ndarray,
+    *,
+    device: torch.device,
+    slabs: list[Slab] | None = None,
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """Infarct probability of a prepared stack.
+
+    Args:
+        model: network mapping (b, c, t, h, w) to logits (b, 1, t, h, w), in eval mode on ``device``.
+        channels: float32 (c, t, h, w), the model's channel order, slice axis first.
+        device: where to compute.
+        slabs: slab plan over t; None = one pass.
+        progress: called after each slab.
+
+    Returns:
+        float32 (t, h, w) probabilities.
+    """
+    num_slices = channels.shape[1]
+    slabs = slabs or [Slab(0, num_slices, 0, num_slices)]
+    probability = np.empty(channels.shape[1:], dtype=np.float32)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    with torch.inference_mode(), autocast:
+        for done, slab in enumerate(slabs, start=1):
+            window = torch.from_numpy(np.ascontiguousarray(channels[:, slab.start : slab.stop]))
+            logits = model(window.unsqueeze(0).to(device))  # (1, 1, t_window, h, w)
+            core = logits[0, 0, slab.core_in_window].float().sigmoid()  # (t_core, h, w)
+            probability[slab.core_start : slab.core_stop] = core.cpu().numpy()
+            if progress is not None:
+                progress(done, len(slabs))
+    return probability
+
+
+def plan_for_budget(model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int) -> list[Slab]:
+    """Slab plan for a (c, t, h, w) stack under ``budget_bytes``."""
+    _c, num_slices, height, width = channels_shape
+    return plan_slabs(num_slices, max_slices_per_pass(model, height, width, budget_bytes), halo)
+
+
+def segment_study(
+    study: object,
+    package: ModelPackage | None = None,
+    *,
+    device: str = "auto",
+    memory_budget_gb: float | None = None,
+    progress: Progress | None = None,
+) -> Segmentation:
+    """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid.
+
+    Args:
+        study: the loaded study (DWI b1000, ADC in 1e-3 mm^2/s, eADC).
+        package: the model package; None loads the bundled one.
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        memory_budget_gb: bound on the model's estimated peak memory; None = half of the
+            device's memory (GPU) or of the machine's RAM (CPU).
+        progress: called as ``progress(done, total)`` after each slab.
+    """
+    from LambdaSegmentLib.preprocessing import prepare_input
+
+    start = time.perf_counter()
+    package = package if package is not None else load_model_package()
+    torch_device = resolve_device(device)
+    prepared = prepare_input(study, package.manifest["preprocessing"])
+    channels = np.asarray(prepared.channels, dtype=np.float32)
+    budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
+    slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
+    model = package.model.to(torch_device)
+    try:
+        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress)
+    finally:
+        package.model.to("cpu")
+    probability_volume = prepared.to_dwi_grid(probability)
+    values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
+    probability_volume = probability_volume.with_array(values)
+    mask = probability_volume.with_array((values >= package.threshold).astype(np.uint8))
+    return Segmentation(
+        probability=probability_volume,
+        mask=mask,
+        seconds=time.perf_counter() - start,
+        device=describe_device(torch_device),
+        threshold=package.threshold,
+        num_slabs=len(slabs),
+    )

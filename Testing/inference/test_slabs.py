@@ -1,0 +1,81 @@
+"""Slab-wise inference equals one-pass inference when the halo covers the receptive field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from LambdaSegmentLib.inference import plan_slabs, predict_probability
+from LambdaSegmentLib.inference.engine import plan_for_budget
+from LambdaSegmentLib.inference.memory import bytes_per_slice, parameter_bytes
+from LambdaSegmentLib.models import create_model
+
+SMALL = dict(widths=(8, 16, 32), value_dim=8, key_dim=4, intra_depth=2)
+CPU = torch.device("cpu")
+
+
+def calibrated(model: torch.nn.Module) -> torch.nn.Module:
+    """Non-trivial BatchNorm statistics from one random batch, then eval mode."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.momentum = None
+    with torch.no_grad():
+        model.train()(torch.randn(1, 2, 6, 32, 32))
+    return model.eval()
+
+
+def test_slab_cores_partition_the_stack_and_windows_add_the_halo() -> None:
+    slabs = plan_slabs(20, max_window=10, halo=4)
+    assert [(s.core_start, s.core_stop) for s in slabs] == [(i, i + 2) for i in range(0, 20, 2)]
+    assert all(s.start == max(0, s.core_start - 4) and s.stop == min(20, s.core_stop + 4) for s in slabs)
+    assert all(s.stop - s.start <= 10 for s in slabs)
+    assert plan_slabs(20, max_window=20, halo=4) == plan_slabs(20, max_window=99, halo=4)
+    assert len(plan_slabs(20, max_window=20, halo=4)) == 1
+
+
+def test_window_smaller_than_the_halo_still_outputs_every_slice_once() -> None:
+    slabs = plan_slabs(7, max_window=2, halo=3)
+    assert [s.core_start for s in slabs] == list(range(7))
+    assert all(s.core_stop == s.core_start + 1 for s in slabs)
+
+
+@pytest.mark.parametrize("name", ["lambda_unet", "lambda_unet_3d", "unet"])
+def test_slab_inference_equals_one_pass_inference(name: str) -> None:
+    config = SMALL if name != "unet" else dict(widths=(8, 16, 32))
+    model = calibrated(create_model(name, **config))
+    channels = np.random.default_rng(0).normal(size=(2, 21, 32, 48)).astype(np.float32)
+    one_pass = predict_probability(model, channels, device=CPU)
+    halo = model.slice_receptive_radius
+    slabs = plan_slabs(21, max_window=2 * halo + 3, halo=halo)
+    assert len(slabs) > 3
+    calls = []
+    slabwise = predict_probability(model, channels, device=CPU, slabs=slabs, progress=lambda d, t: calls.append((d, t)))
+    np.testing.assert_allclose(slabwise, one_pass, rtol=0, atol=1e-6)
+    assert calls == [(i, len(slabs)) for i in range(1, len(slabs) + 1)]
+
+
+def test_a_halo_short_of_the_receptive_field_changes_the_result() -> None:
+    """Guards the test above: the slab boundaries really matter for a 2.5D model."""
+    model = calibrated(create_model("lambda_unet", **SMALL))
+    channels = np.random.default_rng(1).normal(size=(2, 21, 32, 32)).astype(np.float32)
+    one_pass = predict_probability(model, channels, device=CPU)
+    short = predict_probability(model, channels, device=CPU, slabs=plan_slabs(21, max_window=5, halo=1))
+    assert np.abs(short - one_pass).max() > 1e-4
+
+
+def test_cpu_inference_is_deterministic() -> None:
+    model = calibrated(create_model("lambda_unet", **SMALL))
+    channels = np.random.default_rng(2).normal(size=(2, 9, 32, 32)).astype(np.float32)
+    first = predict_probability(model, channels, device=CPU)
+    assert np.array_equal(first, predict_probability(model, channels, device=CPU))
+
+
+def test_memory_budget_bounds_the_window() -> None:
+    model = create_model("lambda_unet", **SMALL)
+    per_slice = bytes_per_slice(model, 256, 256)
+    budget = parameter_bytes(model) + 12 * per_slice
+    slabs = plan_for_budget(model, (2, 40, 256, 256), model.slice_receptive_radius, budget)
+    assert len(slabs) > 1
+    assert max(s.stop - s.start for s in slabs) <= 12
+    assert len(plan_for_budget(model, (2, 40, 256, 256), 4, parameter_bytes(model) + 40 * per_slice)) == 1
