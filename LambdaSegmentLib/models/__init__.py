@@ -4,7 +4,7 @@
 model maps (batch, channels, slices, height, width) to logits (batch, 1, slices, height, width).
 """
 
-from . import lambda_unet, unet  # noqa: F401  (registration)
+from . import attention_unet, lambda_unet, transunet, unet, unet_3d  # noqa: F401  (registration)
 from .lambda_plus import LambdaPlus
 from .registry import available_models, create_model, register_model
 

@@ -14,6 +14,12 @@ SMALL = {
     "lambda_unet_2d": dict(widths=(8, 16, 32, 32, 64), value_dim=8),
     "lambda_unet_3d": dict(widths=(8, 16, 32, 32, 64), value_dim=8),
     "unet": dict(widths=(8, 16, 32, 32, 64)),
+    "attention_unet": dict(widths=(8, 16, 32, 32, 64)),
+    "unet_3d": dict(widths=(4, 8, 16, 16, 32)),
+    "transunet": dict(
+        cnn_widths=(8, 16, 16, 32), stage_blocks=(1, 1, 1), hidden=32, layers=2, heads=4, mlp=64,
+        decoder_widths=(16, 16, 8, 8),
+    ),
 }
 
 
