@@ -1,0 +1,179 @@
+"""Between 3D Slicer's MRML nodes and the library's ``Volume``: geometry, arrays, segment volumes.
+
+The single place where Slicer's RAS world meets the library's LPS world. A volume node
+stores its geometry as spacing, an origin in RAS and the RAS directions of the i, j, k
+axes (columns of ``IJKToRAS``); ``Volume`` stores the same in LPS. RAS and LPS differ by
+the sign of the first two coordinates, so ``flip_ras_lps`` (its own inverse) converts
+both ways and both directions are bit-exact: spacing is copied, never recomputed from
+matrix column norms.
+
+Voxel arrays keep the same [k, j, i] order on both sides (VTK's point order, i fastest,
+equals SimpleITK's NumPy order).
+
+Nothing here imports ``slicer`` or ``vtk`` when the library is imported: the headless
+library must not depend on Slicer. The functions import them when called, so they work
+inside Slicer and under the ``slicer-core`` wheel used by the tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.io import Volume
+
+RAS_LPS_FLIP = np.diag([-1.0, -1.0, 1.0])
+"""Maps RAS to LPS coordinates and back (an involution)."""
+
+GRID_TOLERANCE_MM = 1e-3
+"""Two grids are the same when corresponding voxel centres lie within this distance (mm)."""
+
+
+def flip_ras_lps(origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Origin (3,) and direction matrix (3, 3; columns = i, j, k axes) from RAS to LPS, or back.
+
+    Negating the first two rows is exact in floating point, so a round trip returns the
+    very same numbers.
+    """
+    return RAS_LPS_FLIP @ np.asarray(origin, dtype=np.float64), RAS_LPS_FLIP @ np.asarray(direction, dtype=np.float64)
+
+
+def _node_name(node: object) -> str:
+    return node.GetName() if node is not None and hasattr(node, "GetName") else "<no node>"
+
+
+def volume_from_node(volume_node: object, *, role: str = "volume") -> Volume:
+    """A ``Volume`` (LPS, array [k, j, i], a copy) from a 3D scalar volume node.
+
+    Raises BadInputError (a ValueError) naming the node when it is missing, has no voxels,
+    holds more than one value per voxel (4D, vector or multi-b-value DWI data) or sits
+    under a transform (whose effect the voxel grid would silently lose).
+    """
+    import vtk
+    from vtk.util import numpy_support
+
+    if volume_node is None:
+        raise BadInputError(role, "no volume selected")
+    name = _node_name(volume_node)
+    if not volume_node.IsA("vtkMRMLScalarVolumeNode") or volume_node.IsA("vtkMRMLLabelMapVolumeNode"):
+        raise BadInputError(name, f"the {role} must be a scalar volume, not a {volume_node.GetClassName()}")
+    image = volume_node.GetImageData()
+    if image is None or image.GetPointData() is None or image.GetPointData().GetScalars() is None:
+        raise BadInputError(name, f"the {role} has no voxel data")
+    components = image.GetNumberOfScalarComponents()
+    if components != 1:
+        raise BadInputError(
+            name,
+            f"the {role} has {components} values per voxel (a 4D, vector or multi-b-value volume); "
+            "choose a single 3D image (the b=1000 trace for DWI)",
+        )
+    size_ijk = image.GetDimensions()
+    if min(size_ijk) < 1:
+        raise BadInputError(name, f"the {role} has no voxels (size {size_ijk})")
+    if volume_node.GetParentTransformNode() is not None:
+        raise BadInputError(
+            name,
+            f"the {role} is under the transform '{volume_node.GetParentTransformNode().GetName()}'; "
+            "harden it (Data module, right-click > Harden transform) or remove it first",
+        )
+    scalars = numpy_support.vtk_to_numpy(image.GetPointData().GetScalars())
+    array = np.array(scalars, copy=True).reshape(size_ijk[::-1])  # (k, j, i)
+    direction_matrix = vtk.vtkMatrix4x4()
+    volume_node.GetIJKToRASDirectionMatrix(direction_matrix)
+    direction_ras = np.array([[direction_matrix.GetElement(r, c) for c in range(3)] for r in range(3)])
+    origin_lps, direction_lps = flip_ras_lps(np.array(volume_node.GetOrigin()), direction_ras)
+    return Volume(array, tuple(volume_node.GetSpacing()), tuple(origin_lps), direction_lps)
+
+
+def update_node_from_volume(volume_node: object, volume: Volume) -> object:
+    """Set a volume node's voxels and geometry to ``volume``'s (exact); returns the node."""
+    import vtk
+    from vtk.util import numpy_support
+
+    origin_ras, direction_ras = flip_ras_lps(np.asarray(volume.origin_mm), volume.direction)
+    array = np.ascontiguousarray(volume.array)
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8)
+    image = vtk.vtkImageData()
+    image.SetDimensions(*volume.size_ijk)
+    scalars = numpy_support.numpy_to_vtk(array.reshape(-1), deep=True)
+    image.GetPointData().SetScalars(scalars)
+    direction_matrix = vtk.vtkMatrix4x4()
+    for r in range(3):
+        for c in range(3):
+            direction_matrix.SetElement(r, c, float(direction_ras[r, c]))
+    was_modifying = volume_node.StartModify()
+    volume_node.SetSpacing(*volume.spacing_mm)
+    volume_node.SetOrigin(*(float(x) for x in origin_ras))
+    volume_node.SetIJKToRASDirectionMatrix(direction_matrix)
+    volume_node.SetAndObserveImageData(image)
+    volume_node.EndModify(was_modifying)
+    return volume_node
+
+
+def same_grid(a: Volume, b: Volume, tolerance_mm: float = GRID_TOLERANCE_MM) -> bool:
+    """Whether ``a`` and ``b`` have the same voxel grid (size, and every voxel centre within ``tolerance_mm``).
+
+    Checking the eight corner voxels suffices: the index-to-LPS map is affine.
+    """
+    if a.size_ijk != b.size_ijk:
+        return False
+    last = np.array(a.size_ijk) - 1
+    corners = np.array([[i, j, k] for i in (0, last[0]) for j in (0, last[1]) for k in (0, last[2])], dtype=float)
+    return bool(np.max(np.abs(a.index_to_lps(corners) - b.index_to_lps(corners))) <= tolerance_mm)
+
+
+def describe_grid(volume: Volume) -> str:
+    """One line: size (i, j, k) and spacing in mm, for error messages."""
+    spacing = " x ".join(f"{s:g}" for s in volume.spacing_mm)
+    return f"{volume.size_ijk[0]}x{volume.size_ijk[1]}x{volume.size_ijk[2]} voxels of {spacing} mm"
+
+
+def segment_labelmap_volume_ml(segmentation_node: object, segment_id: str) -> float:
+    """Volume in mL of a segment's own binary labelmap: voxel count x voxel volume / 1000.
+
+    What Segment Statistics reports: the segment's binary labelmap representation in its
+    own geometry (not resampled), counting the voxels that belong to this segment (shared
+    labelmaps hold several segments under different label values).
+    """
+    from vtk.util import numpy_support
+
+    import slicer
+
+    segment = segmentation_node.GetSegmentation().GetSegment(segment_id)
+    if segment is None:
+        raise BadInputError(_node_name(segmentation_node), f"has no segment with ID {segment_id!r}")
+    if not segmentation_node.CreateBinaryLabelmapRepresentation():  # no-op when it is the source representation
+        raise BadInputError(_node_name(segmentation_node), "its segments cannot be converted to a binary labelmap")
+    labelmap = slicer.vtkOrientedImageData()
+    segmentation_node.GetBinaryLabelmapRepresentation(segment_id, labelmap)
+    scalars = labelmap.GetPointData().GetScalars() if labelmap.GetPointData() is not None else None
+    extent = labelmap.GetExtent()
+    if scalars is None or extent[1] < extent[0] or extent[3] < extent[2] or extent[5] < extent[4]:
+        return 0.0  # an empty segment has an empty labelmap
+    count = int(np.count_nonzero(numpy_support.vtk_to_numpy(scalars)))
+    return count * float(np.prod(labelmap.GetSpacing())) / 1000.0
+
+
+def segment_mask_on_grid(segmentation_node: object, segment_id: str, reference_node: object) -> Volume:
+    """A segment as a uint8 0/1 ``Volume`` on ``reference_node``'s voxel grid (e.g. the DWI)."""
+    import slicer
+
+    array = slicer.util.arrayFromSegmentBinaryLabelmap(segmentation_node, segment_id, reference_node)
+    reference = volume_from_node(reference_node, role="reference volume")
+    return reference.with_array((np.asarray(array) > 0).astype(np.uint8))
+
+
+def set_segment_from_mask(segmentation_node: object, segment_id: str, mask: Volume, reference_node: object) -> None:
+    """Replace a segment's voxels with ``mask`` (nonzero = inside), which must lie on ``reference_node``'s grid."""
+    import slicer
+
+    reference = volume_from_node(reference_node, role="reference volume")
+    if not same_grid(mask, reference):
+        raise BadInputError(
+            _node_name(reference_node),
+            f"the mask ({describe_grid(mask)}) is not on this volume's grid ({describe_grid(reference)})",
+        )
+    slicer.util.updateSegmentBinaryLabelmapFromArray(
+        (np.asarray(mask.array) > 0).astype(np.uint8), segmentation_node, segment_id, reference_node
+    )
