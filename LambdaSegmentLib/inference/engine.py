@@ -120,11 +120,8 @@ def segment_study(
     channels = np.asarray(prepared.channels, dtype=np.float32)
     budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
-    model = package.model.to(torch_device)
-    try:
-        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress)
-    finally:
-        package.model.to("cpu")
+    model = package.model.to(torch_device)  # stays there: the next study reuses it
+    probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress)
     probability_volume = prepared.to_dwi_grid(probability)
     values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
     probability_volume = probability_volume.with_array(values)

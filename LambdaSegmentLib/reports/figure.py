@@ -1,0 +1,126 @@
+"""The one-page report: an overlay montage of lesion-bearing slices and the numbers.
+
+Slices are shown along the acquisition's slice axis, never resampled across it: the
+image is only permuted/flipped to the nearest LPS orientation (``DICOMOrient``), which
+puts patient left on image right and anterior (axial) or superior (coronal, sagittal)
+at the top: the radiological convention, stated on the page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import SimpleITK as sitk
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.io import Volume
+
+from .summary import DISCLAIMER, RADIOLOGICAL_CONVENTION
+
+MAX_PANELS = 12
+PAGE_INCHES = (8.27, 11.69)  # A4 portrait
+
+
+def display_slices(volume: Volume, slice_axis: int) -> tuple[np.ndarray, float, tuple[str, str], bool]:
+    """The volume as display panels in radiological convention.
+
+    Returns (panels (n, rows, cols) along the slice axis, pixel aspect rows/cols,
+    (label of image left, label of image right), whether panel order runs against the
+    stored slice order).
+    """
+    oriented = sitk.DICOMOrient(volume.to_sitk(), "LPS")
+    array = sitk.GetArrayFromImage(oriented)  # (S, P, L) = [k, j, i]
+    spacing = oriented.GetSpacing()
+    column = volume.direction[:, slice_axis]
+    axis = int(np.argmax(np.abs(column)))  # 0 L, 1 P, 2 S after orientation
+    reversed_order = bool(column[axis] < 0)
+    if axis == 2:  # axial: rows P (anterior top), columns L (patient left on image right)
+        return array, spacing[1] / spacing[0], ("R", "L"), reversed_order
+    if axis == 1:  # coronal: rows S flipped so superior is at the top
+        return np.moveaxis(array, 1, 0)[:, ::-1, :], spacing[2] / spacing[0], ("R", "L"), reversed_order
+    return np.moveaxis(array, 2, 0)[:, ::-1, :], spacing[2] / spacing[1], ("A", "P"), reversed_order
+
+
+def choose_slices(areas: np.ndarray, limit: int = MAX_PANELS) -> list[int]:
+    """Lesion-bearing slices (all, or ``limit`` evenly spread); the middle ones if none."""
+    bearing = np.flatnonzero(areas > 0)
+    if bearing.size == 0:
+        bearing = np.arange(len(areas))[len(areas) // 4 : max(len(areas) // 4 + 1, 3 * len(areas) // 4)]
+    if bearing.size > limit:
+        bearing = bearing[np.linspace(0, bearing.size - 1, limit).round().astype(int)]
+    return [int(i) for i in bearing]
+
+
+def numbers_text(report: Mapping[str, Any]) -> str:
+    hemispheres = report["hemisphere_volumes_ml"]
+    model = report["model"]
+    lines = [
+        f"Infarct volume: {report['infarct_volume_ml']:.2f} mL    lesions: {report['lesion_count']}    "
+        f"largest: {report['largest_lesion_ml']:.2f} mL",
+        f"Left hemisphere: {hemispheres.get('left', 0.0):.2f} mL    right hemisphere: {hemispheres.get('right', 0.0):.2f} mL",
+        f"Model: {model['name']} {model['version']} (SHA-256 {str(model['sha256'])[:12]}…)    threshold {report['threshold']:g}",
+        f"Device: {report['device']}    time: {report['seconds']:.1f} s    {report['software']}    {report['created']}",
+    ]
+    for entry in report["input_files"]:
+        lines.append(f"{entry['role']}: {Path(entry['path']).name}  (SHA-256 {str(entry['sha256'])[:12]}…)")
+    return "\n".join(lines)
+
+
+def write_report_figure(
+    report: Mapping[str, Any], dwi: Volume, mask: Volume, path: str | Path, *, overwrite: bool = False
+) -> Path:
+    """Write the one-page report (PNG or PDF by suffix) of ``dwi`` with ``mask`` overlaid."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    if path.suffix.lower() not in (".png", ".pdf"):
+        raise BadInputError(path, "report figure must end in .png or .pdf")
+    if path.exists() and not overwrite:
+        raise BadInputError(path, "already exists; not overwriting it (use --overwrite)")
+    slice_axis = int(report["grid"]["slice_axis"])
+    images, aspect, (left_label, right_label), reversed_order = display_slices(dwi, slice_axis)
+    labels, _, _, _ = display_slices(mask, slice_axis)
+    areas = np.asarray(report["slice_areas_mm2"], dtype=float)
+    stored = lambda n: len(images) - 1 - n if reversed_order else n  # noqa: E731 - panel -> stored slice
+    shown = sorted(choose_slices(areas[[stored(n) for n in range(len(images))]]))
+
+    figure = Figure(figsize=PAGE_INCHES, dpi=110)
+    figure.text(0.5, 0.975, f"LambdaSegment — infarct segmentation report: {report['case']}",
+                ha="center", va="top", fontsize=14, weight="bold")
+    figure.text(0.5, 0.952, DISCLAIMER, ha="center", va="top", fontsize=12, color="darkred", weight="bold")
+    training = str(report["model"].get("training_data") or "")
+    if "UNTRAINED" in training.upper():
+        figure.text(0.5, 0.93, "MODEL UNTRAINED, for plumbing only: the mask means nothing",
+                    ha="center", va="top", fontsize=12, color="red", weight="bold")
+    figure.text(0.04, 0.915, numbers_text(report), ha="left", va="top", fontsize=8.5, family="monospace")
+
+    low, high = np.percentile(images, [1, 99.5]) if images.size else (0.0, 1.0)
+    columns = 4
+    rows = max(1, int(np.ceil(len(shown) / columns)))
+    top = 0.80 - 0.012 * max(0, len(report["input_files"]) - 2)
+    grid = figure.add_gridspec(rows, columns, left=0.03, right=0.97, bottom=max(0.07, top - 0.2 * rows), top=top,
+                               hspace=0.15, wspace=0.05)
+    for panel, n in enumerate(shown):
+        axes = figure.add_subplot(grid[panel // columns, panel % columns])
+        axes.imshow(images[n], cmap="gray", vmin=low, vmax=high, aspect=aspect, interpolation="nearest")
+        overlay = np.ma.masked_where(labels[n] == 0, labels[n])
+        axes.imshow(overlay, cmap=ListedColormap(["red"]), alpha=0.4, aspect=aspect, interpolation="nearest")
+        if labels[n].any():
+            axes.contour(labels[n], levels=[0.5], colors="red", linewidths=0.6)
+        axes.set_title(f"slice {stored(n)}: {areas[stored(n)]:.0f} mm²", fontsize=7.5)
+        axes.text(0.02, 0.5, left_label, transform=axes.transAxes, color="yellow", fontsize=8, va="center")
+        axes.text(0.98, 0.5, right_label, transform=axes.transAxes, color="yellow", fontsize=8, va="center", ha="right")
+        axes.set_xticks([])
+        axes.set_yticks([])
+    figure.text(0.5, 0.05, RADIOLOGICAL_CONVENTION + ".\nRed: predicted infarct. Slices along the acquisition's slice axis, "
+                "numbered as stored; areas in mm².", ha="center", va="center", fontsize=8.5)
+    figure.text(0.5, 0.015, DISCLAIMER + ". Not for diagnosis or treatment decisions.", ha="center", fontsize=8.5, color="darkred")
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp{path.suffix}")
+    figure.savefig(temporary)
+    temporary.replace(path)
+    return path

@@ -1,0 +1,107 @@
+"""The numbers of a segmentation report, as one JSON-ready dict.
+
+Every volume, count and area comes from ``LambdaSegmentLib.lesions`` (the single source
+of volumes for the CLI, reports and Slicer); this module only gathers them with the
+provenance a reader needs to trust them (input files with SHA-256, model and device).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from LambdaSegmentLib import __version__
+from LambdaSegmentLib.io import Volume
+
+DISCLAIMER = "Research use only — not a medical device"
+RADIOLOGICAL_CONVENTION = "Radiological convention: patient left on image right (R on image left, L on image right)"
+
+
+def sha256_of_input(path: str | Path) -> str | None:
+    """SHA-256 of an input file, or of a DICOM folder's files (relative name and bytes, sorted).
+
+    None for in-memory inputs (``"<memory>"``) or paths that do not exist.
+    """
+    path = Path(path)
+    if path.is_file():
+        digest = hashlib.sha256()
+        with open(path, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for member in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(str(member.relative_to(path)).encode())
+            digest.update(bytes.fromhex(sha256_of_input(member) or ""))
+        return digest.hexdigest()
+    return None
+
+
+def build_report(
+    *,
+    case: str,
+    mask: Volume,
+    sources: Mapping[str, str],
+    model: Mapping[str, Any],
+    device: str,
+    seconds: float,
+    threshold: float,
+    study_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report of one segmented study.
+
+    Args:
+        case: case identifier shown on the report.
+        mask: the binary infarct mask on the DWI grid (uint8, 1 = infarct).
+        sources: role -> input path (``Study.sources``); files are hashed here.
+        model: ``name``, ``version``, ``sha256`` and ``training_data`` of the model package.
+        device: device that ran the model.
+        seconds: wall time of the segmentation.
+        threshold: probability threshold that made the mask.
+        study_info: extra facts about the input (b-value, detected ADC unit), copied as is.
+
+    Returns:
+        A JSON-serialisable dict; volumes in mL, areas in mm^2, positions in LPS mm.
+    """
+    from LambdaSegmentLib.lesions import connected_lesions, hemisphere_volumes_ml, lesion_volume_ml, slice_areas_mm2
+    from LambdaSegmentLib.preprocessing import find_slice_axis
+
+    lesions = connected_lesions(mask)
+    slice_axis = int(find_slice_axis(mask))
+    return {
+        "case": case,
+        "disclaimer": DISCLAIMER,
+        "software": f"lambdasegment {__version__}",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "input_files": [
+            {"role": role, "path": str(path), "sha256": sha256_of_input(path) if path != "<memory>" else None}
+            for role, path in sources.items()
+        ],
+        "input": dict(study_info or {}),
+        "model": {key: model.get(key) for key in ("name", "version", "sha256", "training_data")},
+        "device": device,
+        "seconds": round(float(seconds), 3),
+        "threshold": float(threshold),
+        "grid": {
+            "size_ijk": list(mask.size_ijk),
+            "spacing_mm": list(mask.spacing_mm),
+            "slice_axis": slice_axis,
+        },
+        "infarct_volume_ml": float(lesion_volume_ml(mask)),
+        "lesion_count": len(lesions),
+        "largest_lesion_ml": float(max((lesion.volume_ml for lesion in lesions), default=0.0)),
+        "hemisphere_volumes_ml": {side: float(v) for side, v in hemisphere_volumes_ml(mask).items()},
+        "lesions": [
+            {
+                "label": int(lesion.label),
+                "volume_ml": float(lesion.volume_ml),
+                "voxels": int(lesion.voxels),
+                "centroid_lps_mm": [float(c) for c in lesion.centroid_lps],
+            }
+            for lesion in lesions
+        ],
+        "slice_areas_mm2": [float(a) for a in slice_areas_mm2(mask, slice_axis=slice_axis)],
+    }
