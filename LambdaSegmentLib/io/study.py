@@ -187,6 +187,7 @@ def _on_dwi_grid(volume: Volume, dwi: Volume, role: str, source: str, dwi_source
 
 def _check_plausible_adc(adc: Volume, foreground: np.ndarray, source: str, route: str) -> None:
     median = units.brain_median(np.asarray(adc.array, dtype=np.float64), foreground)
+    units.refuse_missing_brain_values(median, source)
     low, high = units.PLAUSIBLE_BRAIN_MEDIAN_ADC
     if not low <= median <= high:
         raise BadInputError(

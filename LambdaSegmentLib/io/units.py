@@ -37,6 +37,12 @@ def brain_median(values: np.ndarray, foreground: np.ndarray) -> float:
     return float(np.median(inside)) if inside.size else float("nan")
 
 
+def refuse_missing_brain_values(median: float, source: str | Path) -> None:
+    """Refuse a map with no value inside the DWI's brain foreground (``median`` from :func:`brain_median` is NaN)."""
+    if np.isnan(median):
+        raise BadInputError(source, "has no non-zero value where the DWI shows brain signal (wrong image, or not aligned with the DWI?)")
+
+
 def detect_adc_unit(adc: Volume, foreground: np.ndarray, source: str | Path) -> str:
     """The unit of an ADC map, from its median over the brain foreground.
 
@@ -46,6 +52,7 @@ def detect_adc_unit(adc: Volume, foreground: np.ndarray, source: str | Path) -> 
         BadInputError: the median fits no unit (the message gives the measured median).
     """
     median = brain_median(np.asarray(adc.array, dtype=np.float64), foreground)
+    refuse_missing_brain_values(median, source)
     low, high = PLAUSIBLE_BRAIN_MEDIAN_ADC
     for unit, factor in ADC_UNIT_TO_CANONICAL.items():
         if low <= median * factor <= high:
@@ -77,6 +84,7 @@ def adc_to_canonical(adc: Volume, unit: str, foreground: np.ndarray, source: str
             "×10⁻³ mm²/s); ADC cannot be negative (wrong sign, wrong image or integer overflow?)",
         )
     median = brain_median(converted, foreground)
+    refuse_missing_brain_values(median, source)
     low, high = PLAUSIBLE_BRAIN_MEDIAN_ADC
     if not low <= median <= high:
         raise BadInputError(

@@ -1,0 +1,94 @@
+"""DICOM series folders: geometry from image positions (slice gap included), choosing a series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.io import Volume, read_volume
+
+STUDY_UID = "1.2.826.0.1.3680043.8.498.1"
+
+
+def write_dicom_series(volume: Volume, folder: Path, *, series_uid: str, description: str, slice_thickness_mm: float) -> None:
+    """One file per slice, with the tags SimpleITK/GDCM need to rebuild the geometry."""
+    folder.mkdir(parents=True, exist_ok=True)
+    image = sitk.Cast(volume.to_sitk(), sitk.sitkInt16)
+    direction = image.GetDirection()
+    writer = sitk.ImageFileWriter()
+    writer.KeepOriginalImageUIDOn()
+    for k in range(image.GetDepth()):
+        slice_image = image[:, :, k]
+        position = image.TransformIndexToPhysicalPoint((0, 0, k))
+        tags = {
+            "0008|0060": "MR",
+            "0008|0016": "1.2.840.10008.5.1.4.1.1.4",
+            "0008|0018": f"{series_uid}.{k + 1}",
+            "0020|000d": STUDY_UID,
+            "0020|000e": series_uid,
+            "0008|103e": description,
+            "0020|0013": str(k + 1),
+            "0020|0032": "\\".join(f"{p:.6f}" for p in position),
+            "0020|0037": "\\".join(f"{d:.6f}" for d in (direction[0], direction[3], direction[6], direction[1], direction[4], direction[7])),
+            "0018|0050": f"{slice_thickness_mm:g}",
+            "0028|0030": f"{volume.spacing_mm[1]:g}\\{volume.spacing_mm[0]:g}",
+        }
+        for tag, value in tags.items():
+            slice_image.SetMetaData(tag, value)
+        writer.SetFileName(str(folder / f"{series_uid.split('.')[-1]}_{k:03d}.dcm"))
+        writer.Execute(slice_image)
+
+
+def test_dicom_series_with_slice_gap_reads_with_the_centre_distance_as_spacing(tmp_path, head_phantom, rotation):
+    dwi, _, _ = head_phantom(spacing_mm=(0.9, 0.9, 6.0), direction=rotation((1.0, 0.2, 0.0), 15.0))
+    dwi = dwi.with_array(np.round(dwi.array).astype(np.int16))
+    write_dicom_series(dwi, tmp_path / "dicom", series_uid="1.2.3.4.5", description="DWI b1000 TRACE", slice_thickness_mm=5.0)
+    back = read_volume(tmp_path / "dicom")
+    np.testing.assert_allclose(back.spacing_mm, (0.9, 0.9, 6.0), atol=1e-5)  # 5 mm slices + 1 mm gap
+    np.testing.assert_allclose(back.origin_mm, dwi.origin_mm, atol=1e-4)
+    np.testing.assert_allclose(back.direction, dwi.direction, atol=1e-5)
+    np.testing.assert_array_equal(back.array, dwi.array)
+
+
+def test_folder_with_two_series_is_refused_listing_both_unless_one_is_chosen(tmp_path, head_phantom):
+    dwi, adc, _ = head_phantom()
+    folder = tmp_path / "dicom"
+    write_dicom_series(dwi.with_array(np.round(dwi.array).astype(np.int16)), folder, series_uid="1.2.3.4.5", description="DWI b1000 TRACE", slice_thickness_mm=6)
+    adc_1e6 = adc.with_array(np.round(adc.array * 1000).astype(np.int16))
+    write_dicom_series(adc_1e6, folder, series_uid="1.2.3.4.6", description="ADC", slice_thickness_mm=6)
+
+    with pytest.raises(BadInputError, match=r"2 DICOM series.*1\.2\.3\.4\.5 \(DWI b1000 TRACE\).*1\.2\.3\.4\.6 \(ADC\)") as error:
+        read_volume(folder)
+    assert str(folder) in str(error.value)
+
+    by_description = read_volume(folder, series="adc")
+    by_uid = read_volume(folder, series="1.2.3.4.6")
+    np.testing.assert_array_equal(by_description.array, adc_1e6.array)
+    np.testing.assert_array_equal(by_uid.array, adc_1e6.array)
+    with pytest.raises(BadInputError, match="no DICOM series match 'FLAIR'"):
+        read_volume(folder, series="FLAIR")
+
+
+def test_series_holding_two_volumes_at_the_same_positions_is_refused(tmp_path, head_phantom):
+    """b0 and b1000 in one series would otherwise be stacked as if they were slices."""
+    dwi, _, _ = head_phantom()
+    dwi = dwi.with_array(np.round(dwi.array).astype(np.int16))
+    folder = tmp_path / "dicom"
+    write_dicom_series(dwi, folder, series_uid="1.2.3.4.7", description="DWI", slice_thickness_mm=6)
+    # the same positions again, as a second b-value, in the same series (other instance numbers)
+    second = tmp_path / "second"
+    write_dicom_series(dwi, second, series_uid="1.2.3.4.7", description="DWI", slice_thickness_mm=6)
+    for path in second.iterdir():
+        path.rename(folder / f"b0_{path.name}")
+    with pytest.raises(BadInputError, match="slice positions"):
+        read_volume(folder)
+
+
+def test_folder_without_dicom_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("not an image")
+    with pytest.raises(BadInputError, match="without a DICOM series"):
+        read_volume(tmp_path)
