@@ -47,7 +47,8 @@ class Study:
     Attributes:
         dwi: b≈1000 trace image (float32, scanner units).
         adc: ADC in 10⁻³ mm²/s (float32); 0 where there is no data.
-        eadc: exp(−b·ADC) = S_b/S_0, unitless 0–1 (float32); 0 where there is no data.
+        eadc: exp(−b·ADC) = S_b/S_0, unitless 0–1 (float32); 1 where the ADC is 0 (no
+            data), as exp(−b·0); an eADC given as input is kept as given.
         b_value: b-value of ``dwi`` in s/mm².
         adc_unit_detected: how the ADC was given: "mm2/s", "1e-3 mm2/s", "1e-6 mm2/s",
             "eadc" (derived from an eADC) or "b0+b1000" (computed).

@@ -27,6 +27,12 @@ PLAUSIBLE_BRAIN_MEDIAN_ADC = (0.3, 3.0)
 #: research data have a few slightly negative voxels at the brain edge: 0.05 % on ISLES'22).
 MAX_NEGATIVE_FRACTION = 0.01
 
+#: An "ADC" whose brain median is below EADC_LIKE_MAX_MEDIAN (10⁻³ mm²/s; normal brain ≥ 0.7)
+#: and whose 99th percentile is at most EADC_LIKE_MAX_P99 (no CSF) is an eADC given as ADC:
+#: an eADC's brain median (≈ 0.35–0.45 at b = 1000) would otherwise pass as a plausible ADC.
+EADC_LIKE_MAX_MEDIAN = 0.7
+EADC_LIKE_MAX_P99 = 1.05
+
 #: More than this fraction of eADC values above 1 (eADC = S_b/S_0 ≤ 1) is refused.
 MAX_EADC_ABOVE_ONE_FRACTION = 0.05
 
@@ -92,6 +98,13 @@ def adc_to_canonical(adc: Volume, unit: str, foreground: np.ndarray, source: str
             f"ADC stated as {unit} gives a brain median of {median:.4g} ×10⁻³ mm²/s, outside the plausible "
             f"{low:g}–{high:g}; check the unit (or use adc_unit='auto')",
         )
+    nonzero_in_brain = in_brain[in_brain != 0]
+    if median < EADC_LIKE_MAX_MEDIAN and float(np.percentile(nonzero_in_brain, 99)) <= EADC_LIKE_MAX_P99:
+        raise BadInputError(
+            source,
+            f"values look like an eADC, not an ADC: brain median {median:.3g} and 99 % of brain voxels ≤ "
+            f"{EADC_LIKE_MAX_P99:g} (no CSF-like values near 3 ×10⁻³ mm²/s); give it as eADC (eadc= / --eadc)",
+        )
     return adc.with_array(converted.astype(np.float32))
 
 
@@ -115,45 +128,47 @@ def check_eadc(eadc: Volume, foreground: np.ndarray, source: str | Path) -> Volu
     return eadc.with_array(values.astype(np.float32))
 
 
+#: Largest ADC the library produces (10⁻³ mm²/s), for voxels with b0 signal but (almost)
+#: no b1000 signal: "at least as free as water" (free water at 37 °C: ≈ 3).
+ADC_CEILING = 5.0
+
+
 def eadc_from_adc(adc: Volume, b_value: float) -> Volume:
     """eADC = exp(−b·ADC) from an ADC in 10⁻³ mm²/s (b in s/mm²), clipped to ≤ 1.
 
-    Voxels with ADC exactly 0 are "no data" (masked background of scanner maps) and get
-    eADC 0, the value the b0+b1000 route gives where there is no signal.
+    Applied everywhere, background included: a masked ADC of 0 gives eADC 1, as in the
+    paper's eADC maps and in :mod:`LambdaSegmentLib.synthesis` (the model must see the
+    same background in training and use).
     """
     adc_mm2_per_s = np.asarray(adc.array, dtype=np.float64) / 1000.0
     eadc = np.minimum(np.exp(-b_value * adc_mm2_per_s), 1.0)
-    eadc[adc_mm2_per_s == 0] = 0.0
     return adc.with_array(eadc.astype(np.float32))
 
 
 def adc_from_eadc(eadc: Volume, b_value: float) -> Volume:
-    """ADC = −ln(eADC)/b in 10⁻³ mm²/s; eADC ≤ 0 (no signal) gives 0, eADC ≥ 1 gives 0."""
+    """ADC = −ln(eADC)/b in 10⁻³ mm²/s, within 0–:data:`ADC_CEILING`.
+
+    eADC exactly 0 is "no data" (a masked map) and gives ADC 0; eADC ≥ 1 gives 0.
+    """
     values = np.asarray(eadc.array, dtype=np.float64)
     adc = np.zeros_like(values)
     valid = (values > 0) & (values < 1)
-    adc[valid] = -np.log(values[valid]) / b_value * 1000.0
+    adc[valid] = np.minimum(-np.log(values[valid]) / b_value * 1000.0, ADC_CEILING)
     return eadc.with_array(adc.astype(np.float32))
-
-
-#: ADC given to voxels with b0 signal but no b1000 signal (S_b ≤ 0): "at least free water".
-ADC_CEILING = 5.0
 
 
 def adc_and_eadc_from_b0_b1000(b0: Volume, b1000: Volume, b_value: float) -> tuple[Volume, Volume]:
     """ADC (10⁻³ mm²/s) and eADC from a b0 and a b≈1000 image on the same grid.
 
-    ADC = ln(S_0/S_b)/b and eADC = S_b/S_0 where both signals are positive; eADC is
-    clipped to ≤ 1 (noise can make S_b > S_0) and ADC to 0–:data:`ADC_CEILING`
-    accordingly. S_0 ≤ 0 (no signal) gives ADC 0 and eADC 0; S_0 > 0 with S_b ≤ 0
-    gives eADC 0 and ADC :data:`ADC_CEILING`.
+    ADC = ln(S_0/S_b)/b where both signals are positive, within 0–:data:`ADC_CEILING`
+    (noise can make S_b > S_0: ADC 0). S_0 ≤ 0 (no signal) gives ADC 0; S_0 > 0 with
+    S_b ≤ 0 gives :data:`ADC_CEILING`. eADC = exp(−b·ADC) (= S_b/S_0 where unclipped).
     """
     s0 = np.asarray(b0.array, dtype=np.float64)
     sb = np.asarray(b1000.array, dtype=np.float64)
-    eadc = np.zeros_like(s0)
     adc = np.zeros_like(s0)
     both = (s0 > 0) & (sb > 0)
-    eadc[both] = np.minimum(sb[both] / s0[both], 1.0)
-    adc[both] = np.minimum(np.log(s0[both] / np.minimum(sb[both], s0[both])) / b_value * 1000.0, ADC_CEILING)
+    adc[both] = np.clip(np.log(s0[both] / sb[both]) / b_value * 1000.0, 0.0, ADC_CEILING)
     adc[(s0 > 0) & (sb <= 0)] = ADC_CEILING
-    return b1000.with_array(adc.astype(np.float32)), b1000.with_array(eadc.astype(np.float32))
+    adc_volume = b1000.with_array(adc.astype(np.float32))
+    return adc_volume, eadc_from_adc(adc_volume, b_value)

@@ -30,12 +30,11 @@ def test_adc_stored_as_integers_in_1e6_mm2_per_s_from_disk(tmp_path, head_phanto
     np.testing.assert_allclose(study.adc.array, adc.array, atol=6e-4)
 
 
-def test_eadc_is_exp_minus_b_adc_and_zero_where_adc_has_no_data(head_phantom):
+def test_eadc_is_exp_minus_b_adc_everywhere_background_included(head_phantom):
     dwi, adc, _ = head_phantom()
     study = load_study(dwi=dwi, adc=adc, b_value=800)
-    inside = adc.array != 0
-    np.testing.assert_allclose(study.eadc.array[inside], np.exp(-800 * adc.array[inside] / 1000), rtol=1e-5)
-    assert np.all(study.eadc.array[~inside] == 0)
+    np.testing.assert_allclose(study.eadc.array, np.minimum(np.exp(-800 * adc.array / 1000), 1), rtol=1e-5)
+    assert np.all(study.eadc.array[adc.array == 0] == 1)  # exp(-b·0), as in the synthetic training data
     assert study.b_value == 800
 
 
@@ -65,7 +64,7 @@ def test_b0_and_b1000_give_the_closed_form_adc_and_eadc(head_phantom):
     np.testing.assert_allclose(study.adc.array, expected_adc, atol=1e-5)
     np.testing.assert_allclose(study.eadc.array[brain], sb[brain] / s0[brain], rtol=1e-5)
     assert study.adc_unit_detected == "b0+b1000"
-    assert np.all(study.adc.array[~brain] == 0) and np.all(study.eadc.array[~brain] == 0)
+    assert np.all(study.adc.array[~brain] == 0) and np.all(study.eadc.array[~brain] == 1)
 
 
 def test_b0_route_handles_zero_and_noisy_signals_without_nan_or_inf():
@@ -77,9 +76,11 @@ def test_b0_route_handles_zero_and_noisy_signals_without_nan_or_inf():
     sb[0, 2, :4] = 900  # noise: S_b > S_0 → ADC 0, eADC 1
     study = load_study(b0=Volume(s0, (2, 2, 5)), dwi=Volume(sb, (2, 2, 5)))
     assert np.all(np.isfinite(study.adc.array)) and np.all(np.isfinite(study.eadc.array))
-    assert np.all(study.adc.array[0, 0, :4] == 0) and np.all(study.eadc.array[0, 0, :4] == 0)
-    assert np.all(study.adc.array[0, 1, :4] == 5.0) and np.all(study.eadc.array[0, 1, :4] == 0)
+    assert np.all(study.adc.array[0, 0, :4] == 0) and np.all(study.eadc.array[0, 0, :4] == 1)
+    assert np.all(study.adc.array[0, 1, :4] == 5.0)
+    np.testing.assert_allclose(study.eadc.array[0, 1, :4], np.exp(-5.0))
     assert np.all(study.adc.array[0, 2, :4] == 0) and np.all(study.eadc.array[0, 2, :4] == 1)
+    np.testing.assert_allclose(study.eadc.array, np.exp(-study.adc.array), rtol=1e-6)  # eADC = exp(-b·ADC) throughout
 
 
 def test_eadc_input_gives_back_the_adc(head_phantom):
@@ -88,6 +89,15 @@ def test_eadc_input_gives_back_the_adc(head_phantom):
     study = load_study(dwi=dwi, eadc=adc.with_array(eadc))
     assert study.adc_unit_detected == "eadc"
     np.testing.assert_allclose(study.adc.array, np.where(adc.array > 0, adc.array, 0), atol=1e-5)
+
+
+def test_an_eadc_map_given_as_adc_is_refused(head_phantom):
+    """An eADC's brain median (≈ 0.45) would pass as an ADC in 10⁻³ mm²/s; the missing CSF gives it away."""
+    dwi, adc, _ = head_phantom()
+    eadc = np.exp(-adc.array)
+    for scale in (1.0, 1000.0):  # as stored, and rescaled to integers (would read as 10⁻⁶ mm²/s)
+        with pytest.raises(BadInputError, match="look like an eADC, not an ADC"):
+            load_study(dwi=dwi, adc=adc.with_array(eadc * scale))
 
 
 def test_an_adc_map_given_as_eadc_is_refused(head_phantom):
