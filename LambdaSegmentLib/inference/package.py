@@ -158,7 +158,8 @@ def load_model_package(directory: str | Path | None = None) -> ModelPackage:
     try:
         state = torch.load(weights_path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - any unpickling failure is a bad file
-        raise BadInputError(weights_path, f"not a loadable weights file ({type(error).__name__}: {error})") from None
+        # torch's own message advises weights_only=False, which this project never does.
+        raise BadInputError(weights_path, f"not a loadable weights file (torch.load with weights_only=True failed: {type(error).__name__})") from None
     if not isinstance(state, dict):
         raise BadInputError(weights_path, "weights file does not hold a state dict")
     architecture = manifest["architecture"]

@@ -1,0 +1,113 @@
+"""``lambdasegment segment`` end to end, through a subprocess, on phantom studies."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from LambdaSegmentLib.inference import load_model_package
+from LambdaSegmentLib.io import read_volume
+from LambdaSegmentLib.lesions import connected_lesions, hemisphere_volumes_ml, lesion_volume_ml, slice_areas_mm2
+
+from lambdasegment_cli_helpers import StudyFiles, lambdasegment
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_same_grid(a: sitk.Image, b: sitk.Image) -> None:
+    assert a.GetSize() == b.GetSize()
+    np.testing.assert_allclose(a.GetSpacing(), b.GetSpacing(), atol=1e-6)
+    np.testing.assert_allclose(a.GetOrigin(), b.GetOrigin(), atol=1e-5)
+    np.testing.assert_allclose(a.GetDirection(), b.GetDirection(), atol=1e-6)
+
+
+@pytest.mark.parametrize("study_name", ["axial_study", "oblique_study"])
+def test_segment_writes_a_mask_on_the_dwi_grid_and_a_report_whose_numbers_are_the_lesion_functions(
+    study_name: str, model_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    study: StudyFiles = request.getfixturevalue(study_name)
+    mask_path, report_path = tmp_path / "out" / "mask.nii.gz", tmp_path / "out" / "case.json"
+    result = lambdasegment("segment", "--dwi", study.dwi, "--adc", study.adc, "--output", mask_path,
+                           "--report", report_path, "--model", model_dir, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "UNTRAINED" in result.stderr
+
+    assert_same_grid(sitk.ReadImage(str(mask_path)), sitk.ReadImage(str(study.dwi)))
+    mask = read_volume(mask_path)
+    assert set(np.unique(mask.array)) <= {0, 1}
+
+    report = json.loads(report_path.read_text())
+    lesions = connected_lesions(mask)
+    assert report["infarct_volume_ml"] == pytest.approx(lesion_volume_ml(mask), abs=1e-9)
+    assert report["lesion_count"] == len(lesions)
+    assert report["largest_lesion_ml"] == pytest.approx(max((l.volume_ml for l in lesions), default=0.0), abs=1e-9)
+    assert report["hemisphere_volumes_ml"] == pytest.approx(hemisphere_volumes_ml(mask), abs=1e-9)
+    assert report["slice_areas_mm2"] == pytest.approx(slice_areas_mm2(mask), abs=1e-9)
+    assert report["grid"]["slice_axis"] == 2
+    assert {entry["role"]: entry["sha256"] for entry in report["input_files"]} == {
+        "dwi": sha256(study.dwi), "adc": sha256(study.adc)}
+    package = load_model_package(model_dir)
+    assert report["model"]["sha256"] == package.sha256 and report["model"]["name"] == package.name
+    assert report["device"] == "cpu" and report["seconds"] > 0
+    assert report["disclaimer"] == "Research use only — not a medical device"
+
+    with open(report_path.with_suffix(".csv"), newline="") as stream:
+        (row,) = list(csv.DictReader(stream))
+    assert float(row["infarct_volume_ml"]) == pytest.approx(report["infarct_volume_ml"], abs=1e-4)
+    assert int(row["lesion_count"]) == report["lesion_count"]
+    assert row["dwi_sha256"] == sha256(study.dwi)
+    assert len(row["slice_areas_mm2"].split(";")) == len(report["slice_areas_mm2"])
+    assert report_path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_slab_inference_through_the_cli_equals_one_pass(oblique_study: StudyFiles, model_dir: Path, tmp_path: Path) -> None:
+    """A small memory budget forces overlapping slabs (4-slice halo): the same probabilities."""
+    runs = {}
+    for name, budget in (("one_pass", []), ("slabs", ["--memory-budget-gb", "0.03"])):
+        result = lambdasegment("segment", "--dwi", oblique_study.dwi, "--adc", oblique_study.adc,
+                               "--output", tmp_path / f"{name}.nii.gz", "--probability", tmp_path / f"{name}_p.nii.gz",
+                               "--model", model_dir, "--device", "cpu", *budget)
+        assert result.returncode == 0, result.stderr
+        runs[name] = result.stdout
+    assert "1 pass(es)" in runs["one_pass"]
+    assert int(runs["slabs"].split(" pass(es)")[0].rsplit(" ", 1)[1]) >= 3
+    one_pass = sitk.GetArrayFromImage(sitk.ReadImage(str(tmp_path / "one_pass_p.nii.gz")))
+    slabs = sitk.GetArrayFromImage(sitk.ReadImage(str(tmp_path / "slabs_p.nii.gz")))
+    np.testing.assert_allclose(slabs, one_pass, rtol=0, atol=1e-6)
+    assert np.array_equal(read_volume(tmp_path / "one_pass.nii.gz").array, read_volume(tmp_path / "slabs.nii.gz").array)
+
+
+def test_existing_output_is_never_overwritten(axial_study: StudyFiles, model_dir: Path, tmp_path: Path) -> None:
+    mask_path = tmp_path / "mask.nii.gz"
+    mask_path.write_bytes(b"the user's precious file")
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", mask_path,
+                           "--model", model_dir, "--device", "cpu")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert str(mask_path) in result.stderr and "already exists" in result.stderr
+    assert mask_path.read_bytes() == b"the user's precious file"
+
+
+def test_tampered_checkpoint_is_refused_with_exit_2(axial_study: StudyFiles, model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(model_dir, tampered)
+    weights = tampered / "weights.pt"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    weights.write_bytes(bytes(data))
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc,
+                           "--output", tmp_path / "mask.nii.gz", "--model", tampered)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert str(weights) in result.stderr and sha256(weights) in result.stderr and "SHA-256" in result.stderr
+    assert not (tmp_path / "mask.nii.gz").exists()
