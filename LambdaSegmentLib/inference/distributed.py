@@ -56,6 +56,9 @@ def predict_with_lightning(
             super().__init__()
             self.model = package.model
 
+        def transfer_batch_to_device(self, item: dict[str, Any], device: Any, dataloader_idx: int) -> dict[str, Any]:
+            return item  # a loaded Study on the CPU; segment_study moves the model's input itself
+
         def predict_step(self, item: dict[str, Any], batch_idx: int) -> dict[str, Any]:
             return process_item(item, package, output_dir, device=str(self.device), memory_budget_gb=memory_budget_gb,
                                 figure_format=figure_format, overwrite=overwrite)
