@@ -64,7 +64,8 @@ def numbers_text(report: Mapping[str, Any]) -> str:
         f"Device: {report['device']}    time: {report['seconds']:.1f} s    {report['software']}    {report['created']}",
     ]
     for entry in report["input_files"]:
-        lines.append(f"{entry['role']}: {Path(entry['path']).name}  (SHA-256 {str(entry['sha256'])[:12]}…)")
+        digest = f"SHA-256 {entry['sha256'][:12]}…" if entry["sha256"] else "in memory, not hashed"
+        lines.append(f"{entry['role']}: {Path(entry['path']).name}  ({digest})")
     return "\n".join(lines)
 
 
@@ -101,7 +102,7 @@ def write_report_figure(
     columns = 4
     rows = max(1, int(np.ceil(len(shown) / columns)))
     top = 0.80 - 0.012 * max(0, len(report["input_files"]) - 2)
-    grid = figure.add_gridspec(rows, columns, left=0.03, right=0.97, bottom=max(0.07, top - 0.2 * rows), top=top,
+    grid = figure.add_gridspec(rows, columns, left=0.03, right=0.97, bottom=max(0.30, top - 0.2 * rows), top=top,
                                hspace=0.15, wspace=0.05)
     for panel, n in enumerate(shown):
         axes = figure.add_subplot(grid[panel // columns, panel % columns])
@@ -115,6 +116,12 @@ def write_report_figure(
         axes.text(0.98, 0.5, right_label, transform=axes.transAxes, color="yellow", fontsize=8, va="center", ha="right")
         axes.set_xticks([])
         axes.set_yticks([])
+    chart = figure.add_axes((0.1, 0.11, 0.85, 0.13))
+    chart.bar(np.arange(len(areas)), areas, color="firebrick", width=0.8)
+    chart.set_xlabel("slice (as stored)", fontsize=8)
+    chart.set_ylabel("infarct area (mm²)", fontsize=8)
+    chart.tick_params(labelsize=7)
+    chart.set_xlim(-0.5, len(areas) - 0.5)
     figure.text(0.5, 0.05, RADIOLOGICAL_CONVENTION + ".\nRed: predicted infarct. Slices along the acquisition's slice axis, "
                 "numbered as stored; areas in mm².", ha="center", va="center", fontsize=8.5)
     figure.text(0.5, 0.015, DISCLAIMER + ". Not for diagnosis or treatment decisions.", ha="center", fontsize=8.5, color="darkred")
