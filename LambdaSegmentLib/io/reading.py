@@ -70,6 +70,8 @@ def read_image(path: str | Path, *, series: str | None = None) -> sitk.Image:
         raise BadInputError(path, "file not found")
     if path.is_dir():
         image = _read_dicom_folder(path, series)
+    elif series is not None:
+        raise BadInputError(path, f"series={series!r} applies to DICOM folders (and segment names to .seg.nrrd files), not to this file")
     else:
         image = _read_file(path)
     _check_image(image, path)

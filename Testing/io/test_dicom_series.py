@@ -92,3 +92,11 @@ def test_folder_without_dicom_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("not an image")
     with pytest.raises(BadInputError, match="without a DICOM series"):
         read_volume(tmp_path)
+
+
+def test_a_series_choice_for_a_plain_file_is_refused_not_ignored(tmp_path, head_phantom):
+    from LambdaSegmentLib.io import write_volume
+
+    path = write_volume(head_phantom()[0], tmp_path / "dwi.nii.gz")
+    with pytest.raises(BadInputError, match="applies to DICOM folders"):
+        read_volume(path, series="ADC")
