@@ -34,6 +34,7 @@ ACCEPTED = "NIfTI (.nii, .nii.gz), NRRD (.nrrd, .seg.nrrd), MetaImage (.mha) or 
 
 DICOM_SERIES_DESCRIPTION_TAG = "0008|103e"
 DICOM_IMAGE_POSITION_TAG = "0020|0032"
+DICOM_IMAGE_ORIENTATION_TAG = "0020|0037"
 
 
 def read_volume(path: str | Path, *, series: str | None = None) -> Volume:
@@ -157,7 +158,7 @@ def _read_dicom_folder(folder: Path, series: str | None) -> sitk.Image:
             raise BadInputError(folder, f"{problem} DICOM series match {series!r}; the series are: {listing}")
         chosen = matches[0]
     file_names = sitk.ImageSeriesReader.GetGDCMSeriesFileNames(str(folder), chosen)
-    _refuse_stacked_volumes(folder, file_names)
+    _check_slice_positions(folder, file_names)
     reader = sitk.ImageSeriesReader()
     reader.SetFileNames(file_names)
     try:
@@ -178,12 +179,14 @@ def _series_description(folder: Path, uid: str) -> str:
     return reader.GetMetaData(DICOM_SERIES_DESCRIPTION_TAG).strip() if reader.HasMetaDataKey(DICOM_SERIES_DESCRIPTION_TAG) else ""
 
 
-def _refuse_stacked_volumes(folder: Path, file_names: tuple[str, ...]) -> None:
-    """Refuse a series with several images at one position (e.g. b0 and b1000 in one series).
+def _check_slice_positions(folder: Path, file_names: tuple[str, ...]) -> None:
+    """Refuse a series whose slices are not one evenly spaced stack.
 
-    SimpleITK would stack them as if they were slices, with a wrong slice spacing.
+    SimpleITK would stack several images at one position (e.g. b0 and b1000 in one
+    series) as if they were slices, and give a series with a missing slice one average
+    spacing; both give a wrong geometry without an error.
     """
-    positions = []
+    positions, normal = [], None
     for name in file_names:
         reader = sitk.ImageFileReader()
         reader.SetFileName(name)
@@ -192,13 +195,35 @@ def _refuse_stacked_volumes(folder: Path, file_names: tuple[str, ...]) -> None:
         except RuntimeError:
             continue
         if reader.HasMetaDataKey(DICOM_IMAGE_POSITION_TAG):
-            positions.append(reader.GetMetaData(DICOM_IMAGE_POSITION_TAG).strip())
-    unique = len(set(positions))
-    if positions and unique < len(positions):
+            try:
+                positions.append([float(v) for v in reader.GetMetaData(DICOM_IMAGE_POSITION_TAG).split("\\")])
+            except ValueError:
+                continue
+        if normal is None and reader.HasMetaDataKey(DICOM_IMAGE_ORIENTATION_TAG):
+            try:
+                cosines = [float(v) for v in reader.GetMetaData(DICOM_IMAGE_ORIENTATION_TAG).split("\\")]
+                normal = np.cross(cosines[:3], cosines[3:6])
+            except (ValueError, IndexError):
+                pass
+    if len(positions) < 2:
+        return
+    points = np.round(np.asarray(positions), 3)
+    unique = len({tuple(p) for p in points})
+    if unique < len(points):
         raise BadInputError(
             folder,
-            f"the DICOM series has {len(positions)} images at only {unique} slice positions "
+            f"the DICOM series has {len(points)} images at only {unique} slice positions "
             "(several b-values or repetitions in one series); export b0 and b1000 as separate series or as 4D NIfTI with b-values",
+        )
+    if normal is None or not np.linalg.norm(normal) > 0:
+        return
+    distances = np.sort(points @ (normal / np.linalg.norm(normal)))
+    gaps = np.diff(distances)
+    if gaps.max() - gaps.min() > max(0.01 * float(np.median(gaps)), 0.01):
+        raise BadInputError(
+            folder,
+            f"the DICOM slices are not evenly spaced (gaps from {gaps.min():.3g} to {gaps.max():.3g} mm): "
+            "a missing slice, or images from several stacks in one series",
         )
 
 

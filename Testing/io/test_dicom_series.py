@@ -88,6 +88,16 @@ def test_series_holding_two_volumes_at_the_same_positions_is_refused(tmp_path, h
         read_volume(folder)
 
 
+def test_series_with_a_missing_slice_is_refused(tmp_path, head_phantom):
+    """SimpleITK would read it with one average slice spacing: a wrong geometry."""
+    dwi, _, _ = head_phantom()
+    folder = tmp_path / "dicom"
+    write_dicom_series(dwi.with_array(np.round(dwi.array).astype(np.int16)), folder, series_uid="1.2.3.4.8", description="DWI", slice_thickness_mm=6)
+    sorted(folder.iterdir())[4].unlink()
+    with pytest.raises(BadInputError, match=r"not evenly spaced \(gaps from 6 to 12 mm\)"):
+        read_volume(folder)
+
+
 def test_folder_without_dicom_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("not an image")
     with pytest.raises(BadInputError, match="without a DICOM series"):
