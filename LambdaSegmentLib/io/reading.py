@@ -118,6 +118,8 @@ def _check_nifti_with_nibabel(path: Path) -> None:
         with ImageOpener(str(path)) as stream:
             # check=False keeps the header as stored (nibabel would silently turn a 0 voxel size into 1)
             header = nib.Nifti1Header.from_fileobj(stream, check=False)
+        if header["magic"].item() not in (b"n+1", b"ni1"):
+            raise ValueError("not a NIfTI-1 header")
         spatial_dims = int(min(max(int(header["dim"][0]), 1), 3))
         pixdim = np.asarray(header["pixdim"][1 : 1 + spatial_dims], dtype=np.float64)
     except Exception:  # not NIfTI-1 (NIfTI-2 or garbage): nib.load below decides
