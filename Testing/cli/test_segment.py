@@ -111,3 +111,25 @@ def test_tampered_checkpoint_is_refused_with_exit_2(axial_study: StudyFiles, mod
     assert result.stderr.strip().count("\n") == 0
     assert str(weights) in result.stderr and sha256(weights) in result.stderr and "SHA-256" in result.stderr
     assert not (tmp_path / "mask.nii.gz").exists()
+
+
+@pytest.mark.parametrize("route", ["eadc", "b0+b1000"])
+def test_other_input_routes_give_the_same_grid(route: str, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--eadc, and --b0 with --b1000, in place of --adc (in-process through cli.main)."""
+    from LambdaSegmentLib.cli import main
+    from LambdaSegmentLib.inference.phantom import make_phantom
+    from LambdaSegmentLib.io import write_volume
+
+    phantom = make_phantom(size_ijk=(32, 36, 8), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(0.0, 10.0, 0.0))
+    eadc = np.exp(-1000.0 * phantom.adc.array)
+    dwi_file = write_volume(phantom.dwi, tmp_path / "dwi.nii.gz")
+    if route == "eadc":
+        inputs = ["--dwi", dwi_file, "--eadc", write_volume(phantom.dwi.with_array(eadc.astype(np.float32)), tmp_path / "eadc.nii.gz")]
+    else:
+        b0 = np.where(eadc > 0, phantom.dwi.array / np.maximum(eadc, 1e-6), 0).astype(np.float32)
+        inputs = ["--b1000", dwi_file, "--b0", write_volume(phantom.dwi.with_array(b0), tmp_path / "b0.nii.gz")]
+    code = main([str(a) for a in ["segment", *inputs, "--output", tmp_path / "mask.nrrd", "--report", tmp_path / "r.json",
+                                  "--model", model_dir, "--device", "cpu"]])
+    assert code == 0, capsys.readouterr().err
+    assert_same_grid(sitk.ReadImage(str(tmp_path / "mask.nrrd")), sitk.ReadImage(str(dwi_file)))
+    assert json.loads((tmp_path / "r.json").read_text())["input"]["adc_unit_detected"] == route
