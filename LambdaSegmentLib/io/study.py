@@ -91,7 +91,7 @@ def load_study(
     Raises:
         BadInputError: naming the file and the problem, for any unusable input.
     """
-    sources: dict[str, str] = {}
+    labels: dict[str, str] = {}  # role → path, or "<memory> (role)" for error messages
     if dwi is not None and b1000 is not None:
         raise BadInputError(None, "the b1000 image was given twice (as dwi and as b1000); give it once")
     if sum(x is not None for x in (adc, eadc, b0)) > 1:
@@ -101,63 +101,64 @@ def load_study(
     if dwi_input is None:
         raise BadInputError(None, "a DWI (b≈1000 trace) image is required")
 
-    dwi_image, sources[dwi_role] = _load(dwi_input, dwi_role)
+    dwi_image, labels[dwi_role] = _load(dwi_input, dwi_role)
     b0_volume: Volume | None = None
     if isinstance(dwi_image, sitk.Image) and dwi_image.GetDimension() == 4:
         if bvalues is None:
-            raise BadInputError(sources[dwi_role], f"is a 4D image with {dwi_image.GetSize()[3]} volumes but no b-values were given (bvalues / --bvalues)")
-        dwi_volume, b0_volume, b_value = _split_multi_b(dwi_image, _read_bvalues(bvalues), sources[dwi_role])
+            raise BadInputError(labels[dwi_role], f"is a 4D image with {dwi_image.GetSize()[3]} volumes but no b-values were given (bvalues / --bvalues)")
+        dwi_volume, b0_volume, b_value = _split_multi_b(dwi_image, _read_bvalues(bvalues), labels[dwi_role])
     else:
-        dwi_volume = volume_from_image(dwi_image, sources[dwi_role]) if isinstance(dwi_image, sitk.Image) else dwi_image
+        dwi_volume = volume_from_image(dwi_image, labels[dwi_role]) if isinstance(dwi_image, sitk.Image) else dwi_image
         if bvalues is not None:
-            raise BadInputError(sources[dwi_role], "b-values were given but the DWI is 3D; give b_value for a 3D DWI")
+            raise BadInputError(labels[dwi_role], "b-values were given but the DWI is 3D; give b_value for a 3D DWI")
         b_value = DEFAULT_B_VALUE if b_value is None else float(b_value)
     if not 0 < b_value <= 5000:
-        raise BadInputError(sources[dwi_role], f"b-value {b_value:g} s/mm² is not a diffusion weighting")
-    dwi_volume = _check_not_empty(dwi_volume.with_array(dwi_volume.array.astype(np.float32)), sources[dwi_role])
+        raise BadInputError(labels[dwi_role], f"b-value {b_value:g} s/mm² is not a diffusion weighting")
+    dwi_volume = _check_not_empty(dwi_volume.with_array(dwi_volume.array.astype(np.float32)), labels[dwi_role])
     if not np.any(dwi_volume.array > 0):
-        raise BadInputError(sources[dwi_role], "has no positive voxel; a DWI has signal in the brain")
+        raise BadInputError(labels[dwi_role], "has no positive voxel; a DWI has signal in the brain")
 
     second: dict[str, Volume] = {}
     for role, given in (("adc", adc), ("eadc", eadc), ("b0", b0)):
         if given is None:
             continue
-        image, sources[role] = _load(given, role)
-        volume = volume_from_image(image, sources[role]) if isinstance(image, sitk.Image) else image
-        volume = _check_not_empty(volume, sources[role])
-        second[role] = _on_dwi_grid(volume, dwi_volume, role, sources[role], sources[dwi_role], resample_to_dwi)
+        image, labels[role] = _load(given, role)
+        volume = volume_from_image(image, labels[role]) if isinstance(image, sitk.Image) else image
+        volume = _check_not_empty(volume, labels[role])
+        second[role] = _on_dwi_grid(volume, dwi_volume, role, labels[role], labels[dwi_role], resample_to_dwi)
     if b0_volume is not None and not second:
         second["b0"] = b0_volume
-        sources["b0"] = sources[dwi_role]
+        labels["b0"] = labels[dwi_role]
     if not second:
-        raise BadInputError(sources[dwi_role], "an ADC, eADC or b0 image is needed with the DWI")
+        raise BadInputError(labels[dwi_role], "an ADC, eADC or b0 image is needed with the DWI")
 
     foreground = brain_foreground(dwi_volume)
     if "adc" in second:
-        role_source = sources["adc"]
+        role_source = labels["adc"]
         unit = units.detect_adc_unit(second["adc"], foreground, role_source) if adc_unit == "auto" else adc_unit
         adc_volume = units.adc_to_canonical(second["adc"], unit, foreground, role_source)
         eadc_volume = units.eadc_from_adc(adc_volume, b_value)
     elif "eadc" in second:
         if adc_unit != "auto":
-            raise BadInputError(sources["eadc"], f"adc_unit={adc_unit!r} was given but the input is an eADC (unitless)")
-        eadc_volume = units.check_eadc(second["eadc"], foreground, sources["eadc"])
+            raise BadInputError(labels["eadc"], f"adc_unit={adc_unit!r} was given but the input is an eADC (unitless)")
+        eadc_volume = units.check_eadc(second["eadc"], foreground, labels["eadc"])
         adc_volume, unit = units.adc_from_eadc(eadc_volume, b_value), "eadc"
-        _check_plausible_adc(adc_volume, foreground, sources["eadc"], "eADC")
+        _check_plausible_adc(adc_volume, foreground, labels["eadc"], "eADC")
     else:
         b0_checked = second["b0"].with_array(second["b0"].array.astype(np.float32))
         adc_volume, eadc_volume = units.adc_and_eadc_from_b0_b1000(b0_checked, dwi_volume, b_value)
         unit = "b0+b1000"
-        _check_plausible_adc(adc_volume, foreground, sources["b0"], "b0 and b1000")
+        _check_plausible_adc(adc_volume, foreground, labels["b0"], "b0 and b1000")
+    sources = {role: MEMORY if label.startswith(MEMORY) else label for role, label in labels.items()}
     return Study(dwi_volume, adc_volume, eadc_volume, float(b_value), unit, sources)
 
 
 def _load(given: ImageInput, role: str) -> tuple[Volume | sitk.Image, str]:
-    """A Volume (in memory, checked) or a SimpleITK image read from disk, with its source name."""
+    """A Volume (in memory, checked) or a SimpleITK image read from disk, with its label for messages."""
     if isinstance(given, Volume):
-        source = f"{MEMORY} ({role})"
-        _check_image(given.to_sitk(), Path(source))
-        return given, MEMORY
+        label = f"{MEMORY} ({role})"
+        _check_image(given.to_sitk(), Path(label))
+        return given, label
     if not isinstance(given, (str, Path)):
         raise BadInputError(None, f"{role} must be a path or a Volume, got {type(given).__name__}")
     return read_image(given), str(given)
