@@ -21,7 +21,12 @@ def brain_foreground(dwi: Volume) -> np.ndarray:
     Falls back to all positive voxels when Otsu leaves fewer than 0.1 % of the volume
     (e.g. one very bright artefact voxel). Empty only when the DWI has no positive voxel.
     """
-    image = sitk.Cast(dwi.to_sitk(), sitk.sitkFloat32)
+    values = np.asarray(dwi.array, dtype=np.float32)
+    positive = values[values > 0]
+    if positive.size:
+        # A few extreme voxels (artefacts) would squeeze all tissue into Otsu's lowest bin.
+        values = np.minimum(values, np.percentile(positive, 99.9))
+    image = dwi.with_array(values).to_sitk()
     # OtsuThreshold marks voxels above the threshold with outsideValue.
     foreground = sitk.GetArrayFromImage(sitk.OtsuThreshold(image, 0, 1, 256)).astype(bool)
     if foreground.sum() < 0.001 * foreground.size:

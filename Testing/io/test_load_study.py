@@ -8,6 +8,7 @@ import SimpleITK as sitk
 
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io import Volume, load_study, write_volume
+from LambdaSegmentLib.io.foreground import brain_foreground
 from LambdaSegmentLib.io.study import MEMORY
 
 
@@ -36,6 +37,15 @@ def test_eadc_is_exp_minus_b_adc_everywhere_background_included(head_phantom):
     np.testing.assert_allclose(study.eadc.array, np.minimum(np.exp(-800 * adc.array / 1000), 1), rtol=1e-5)
     assert np.all(study.eadc.array[adc.array == 0] == 1)  # exp(-b·0), as in the synthetic training data
     assert study.b_value == 800
+
+
+def test_brain_foreground_ignores_background_noise_and_a_few_extreme_voxels(head_phantom):
+    dwi, adc, _ = head_phantom()
+    brain = adc.array > 0
+    noisy = dwi.array + np.abs(np.random.default_rng(2).normal(0, 10, dwi.array.shape)) * ~brain  # not skull-stripped
+    noisy[5, 20, 18] = 1e7  # one artefact voxel
+    foreground = brain_foreground(dwi.with_array(noisy))
+    assert (foreground & brain).sum() / (foreground | brain).sum() > 0.9
 
 
 def test_adc_values_that_fit_no_unit_are_refused_with_the_measured_median(head_phantom):
