@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -91,8 +92,12 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(inputs, outputs)  # before the model is even loaded
     package = load_model_package(args.model)
     case = args.case or case_name_from(images.get("dwi", images.get("b1000")))
-    report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
-                                        memory_budget_gb=args.memory_budget_gb)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
+                                            memory_budget_gb=args.memory_budget_gb)
+    for warning in caught:
+        print(f"lambdasegment: warning: {warning.message}", file=sys.stderr)
     print(
         f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s) "
         f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es))"

@@ -3,15 +3,20 @@
 The stack is run in one pass when its estimated peak memory fits the budget, otherwise
 in overlapping slabs along the slice axis (``slabs.py``) whose stitched output equals the
 one-pass output, because each slab's halo covers the model's through-slice receptive
-field. Inference runs under ``torch.inference_mode``; on CUDA it autocasts to bfloat16
-(the mask agreement is measured in ``benchmarks/inference_precision.py``); CPU and MPS run
-in float32. CPU inference is deterministic: no sampling, no test-time augmentation, and
-the same kernels for the same shapes.
+field. An exact slab needs at least 2 x halo + 1 input slices (17 for the paper's
+LambdaUNet), so a budget below that is exceeded, with a warning, rather than giving a
+different result.
+
+Inference runs under ``torch.inference_mode``. On CUDA it autocasts to bfloat16 (not yet
+measured against float32 on a GPU in this project: ``benchmarks/inference_precision.py``
+does that when run on a GPU machine); CPU and MPS run in float32. CPU inference is
+deterministic: no sampling, no test-time augmentation, the same kernels for the same shapes.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
@@ -23,7 +28,7 @@ from torch import nn
 from LambdaSegmentLib.io import Volume
 
 from .devices import describe_device, resolve_device
-from .memory import default_memory_budget_bytes, max_slices_per_pass
+from .memory import bytes_per_slice, default_memory_budget_bytes, max_slices_per_pass, parameter_bytes
 from .package import ModelPackage, load_model_package
 from .slabs import Slab, plan_slabs
 
@@ -90,7 +95,15 @@ def predict_probability(
 def plan_for_budget(model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int) -> list[Slab]:
     """Slab plan for a (c, t, h, w) stack under ``budget_bytes``."""
     _c, num_slices, height, width = channels_shape
-    return plan_slabs(num_slices, max_slices_per_pass(model, height, width, budget_bytes), halo)
+    window = max_slices_per_pass(model, height, width, budget_bytes)
+    if window < min(num_slices, 2 * halo + 1):
+        needed = parameter_bytes(model) + min(num_slices, 2 * halo + 1) * bytes_per_slice(model, height, width)
+        warnings.warn(
+            f"memory budget {budget_bytes / 2**30:.2f} GB is below the {needed / 2**30:.2f} GB that an exact slab of "
+            f"{2 * halo + 1} slices of {height}x{width} needs; using that instead",
+            stacklevel=2,
+        )
+    return plan_slabs(num_slices, window, halo)
 
 
 def segment_study(
