@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import BadInputError
 from ..io.foreground import brain_foreground
+from ..io.grid import grid_differences
 from ..io.study import Study
 from ..io.volume import Volume
 from .normalization import normalize
@@ -69,6 +70,19 @@ class PreparedInput:
         else:
             array = array.astype(np.float32, copy=False)
         return self.grid.dwi_grid.with_array(array)
+
+    def to_model_grid(self, volume: Volume, *, interpolation: str = "nearest") -> np.ndarray:
+        """A volume on the DWI grid (e.g. an expert mask, a training target) as a (t, h, w)
+        float32 stack on the model grid, exactly as the channels were made (without their
+        normalisation; "nearest" for labels, "linear" for images).
+
+        Raises:
+            BadInputError: the volume is not on the DWI grid (the message says how).
+        """
+        differences = grid_differences(self.grid.dwi_grid, volume)
+        if differences:
+            raise BadInputError("<memory>", "the volume is not on the DWI grid: " + "; ".join(differences))
+        return self.grid.to_stack(volume.array, interpolation=interpolation)
 
     def model_grid_volume(self, stack: np.ndarray) -> Volume:
         """A (t, h, w) stack with the LPS geometry of the model grid (for checks and display)."""

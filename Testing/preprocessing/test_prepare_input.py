@@ -80,6 +80,20 @@ def test_without_in_plane_resampling_the_channels_come_back_exactly(head_phantom
     np.testing.assert_array_equal(prepared.to_dwi_grid(prepared.channels[0]).array, np.clip(study_of(dwi, adc).eadc.array, 0, 1))
 
 
+def test_a_mask_goes_to_the_model_grid_with_the_channels_and_must_be_on_the_dwi_grid(head_phantom, rotation):
+    dwi, adc, mask = head_phantom(**geometries(rotation)["oblique"])
+    prepared = prepare_input(study_of(dwi, adc), MANIFEST)
+    target = prepared.to_model_grid(mask)
+    assert target.shape == prepared.channels.shape[1:]
+    assert set(np.unique(target)) == {0.0, 1.0}
+    # lesion volume is kept to within the 2 mm grid's partial voxels
+    model_voxel_ml = np.prod(prepared.spacing_thw_mm) / 1000
+    assert target.sum() * model_voxel_ml == pytest.approx(mask.array.sum() * dwi.voxel_volume_mm3 / 1000, rel=0.25)
+    shifted = Volume(mask.array, mask.spacing_mm, np.asarray(mask.origin_mm) + 3.0, mask.direction)
+    with pytest.raises(BadInputError, match="not on the DWI grid: origin shifted"):
+        prepared.to_model_grid(shifted)
+
+
 def test_slices_are_never_mixed_by_in_plane_resampling(head_phantom):
     dwi, adc, _ = head_phantom(shape_kji=(8, 40, 36), spacing_mm=(0.9, 0.9, 6.0))
     striped = dwi.with_array(np.broadcast_to(np.arange(8, dtype=np.float32)[:, None, None] * 100 + 50, dwi.array.shape).copy())
@@ -146,8 +160,9 @@ def test_isles_case_prepares_to_a_padded_stack_and_maps_back(isles_case):
     assert prepared.plane == "axial" and prepared.slice_axis == 2
     assert prepared.channels.shape == (2, 73, 112, 112)
     mask = read_volume(f"{prefix}msk.nii.gz")
-    stack = prepared.grid.to_stack(mask.array, interpolation="nearest")
-    np.testing.assert_array_equal(prepared.to_dwi_grid(stack.astype(np.uint8), interpolation="nearest").array, mask.array)
+    target = prepared.to_model_grid(mask)  # the expert mask as a training target
+    assert target.shape == prepared.channels.shape[1:]
+    np.testing.assert_array_equal(prepared.to_dwi_grid(target.astype(np.uint8), interpolation="nearest").array, mask.array)
 
 
 def test_downsampling_in_plane_averages_noise_instead_of_aliasing_it():
