@@ -235,7 +235,7 @@ def _check_image(image: sitk.Image, source: Path) -> None:
         raise BadInputError(source, f"has {image.GetNumberOfComponentsPerPixel()} components per voxel; a scalar image is needed")
     dimension = image.GetDimension()
     size = image.GetSize()
-    if dimension < 3 or (dimension == 3 and min(size) < 2):
+    if dimension < 3 or min(size[:3]) < 2:
         raise BadInputError(source, f"is a 2D image (size {tuple(size)}); a 3D volume with several slices is needed")
     if dimension > 4:
         raise BadInputError(source, f"is a {dimension}D image; 3D (or 4D multi-b DWI) is needed")
