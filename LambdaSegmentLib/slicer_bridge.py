@@ -25,10 +25,6 @@ from LambdaSegmentLib.io import Volume
 RAS_LPS_FLIP = np.diag([-1.0, -1.0, 1.0])
 """Maps RAS to LPS coordinates and back (an involution)."""
 
-GRID_TOLERANCE_MM = 1e-3
-"""Two grids are the same when corresponding voxel centres lie within this distance (mm)."""
-
-
 def flip_ras_lps(origin: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Origin (3,) and direction matrix (3, 3; columns = i, j, k axes) from RAS to LPS, or back.
 
@@ -49,7 +45,6 @@ def volume_from_node(volume_node: object, *, role: str = "volume") -> Volume:
     holds more than one value per voxel (4D, vector or multi-b-value DWI data) or sits
     under a transform (whose effect the voxel grid would silently lose).
     """
-    import vtk
     from vtk.util import numpy_support
 
     if volume_node is None:
@@ -78,11 +73,24 @@ def volume_from_node(volume_node: object, *, role: str = "volume") -> Volume:
         )
     scalars = numpy_support.vtk_to_numpy(image.GetPointData().GetScalars())
     array = np.array(scalars, copy=True).reshape(size_ijk[::-1])  # (k, j, i)
+    return node_grid(volume_node).with_array(array)
+
+
+def node_grid(volume_node: object) -> Volume:
+    """The voxel grid of a volume node as a ``Volume`` whose array is a zero-copy stand-in (no voxels read).
+
+    For geometry checks only; its values are all 0.
+    """
+    import vtk
+
+    image = volume_node.GetImageData()
+    size_ijk = image.GetDimensions() if image is not None else (0, 0, 0)
     direction_matrix = vtk.vtkMatrix4x4()
     volume_node.GetIJKToRASDirectionMatrix(direction_matrix)
     direction_ras = np.array([[direction_matrix.GetElement(r, c) for c in range(3)] for r in range(3)])
     origin_lps, direction_lps = flip_ras_lps(np.array(volume_node.GetOrigin()), direction_ras)
-    return Volume(array, tuple(volume_node.GetSpacing()), tuple(origin_lps), direction_lps)
+    placeholder = np.broadcast_to(np.zeros((), np.uint8), tuple(size_ijk[::-1]))
+    return Volume(placeholder, tuple(volume_node.GetSpacing()), tuple(origin_lps), direction_lps)
 
 
 def update_node_from_volume(volume_node: object, volume: Volume) -> object:
@@ -111,22 +119,28 @@ def update_node_from_volume(volume_node: object, volume: Volume) -> object:
     return volume_node
 
 
-def same_grid(a: Volume, b: Volume, tolerance_mm: float = GRID_TOLERANCE_MM) -> bool:
-    """Whether ``a`` and ``b`` have the same voxel grid (size, and every voxel centre within ``tolerance_mm``).
+def slicer_terminology_entry() -> str:
+    """The infarct segment's terminology as Slicer's tag string (from ``io.writing.SEGMENT_TERMINOLOGY``).
 
-    Checking the eight corner voxels suffices: the index-to-LPS map is affine.
+    Format: context~category~type~type modifier~anatomic context~region~region modifier,
+    each code as scheme^value^meaning.
     """
-    if a.size_ijk != b.size_ijk:
-        return False
-    last = np.array(a.size_ijk) - 1
-    corners = np.array([[i, j, k] for i in (0, last[0]) for j in (0, last[1]) for k in (0, last[2])], dtype=float)
-    return bool(np.max(np.abs(a.index_to_lps(corners) - b.index_to_lps(corners))) <= tolerance_mm)
+    from LambdaSegmentLib.io.writing import SEGMENT_TERMINOLOGY as term
 
+    def code(entry: list[str] | None) -> str:
+        return "^".join(entry) if entry else "^^"
 
-def describe_grid(volume: Volume) -> str:
-    """One line: size (i, j, k) and spacing in mm, for error messages."""
-    spacing = " x ".join(f"{s:g}" for s in volume.spacing_mm)
-    return f"{volume.size_ijk[0]}x{volume.size_ijk[1]}x{volume.size_ijk[2]} voxels of {spacing} mm"
+    return "~".join(
+        [
+            term["contextName"],
+            code(term["category"]),
+            code(term["type"]),
+            code(term.get("typeModifier")),
+            term.get("anatomicContextName", ""),
+            code(term.get("anatomicRegion")),
+            code(term.get("anatomicRegionModifier")),
+        ]
+    )
 
 
 def segment_labelmap_volume_ml(segmentation_node: object, segment_id: str) -> float:
@@ -168,12 +182,11 @@ def set_segment_from_mask(segmentation_node: object, segment_id: str, mask: Volu
     """Replace a segment's voxels with ``mask`` (nonzero = inside), which must lie on ``reference_node``'s grid."""
     import slicer
 
-    reference = volume_from_node(reference_node, role="reference volume")
-    if not same_grid(mask, reference):
-        raise BadInputError(
-            _node_name(reference_node),
-            f"the mask ({describe_grid(mask)}) is not on this volume's grid ({describe_grid(reference)})",
-        )
+    from LambdaSegmentLib.io.grid import grid_differences
+
+    differences = grid_differences(node_grid(reference_node), mask)
+    if differences:
+        raise BadInputError(_node_name(reference_node), f"the mask is not on this volume's grid: {'; '.join(differences)}")
     slicer.util.updateSegmentBinaryLabelmapFromArray(
         (np.asarray(mask.array) > 0).astype(np.uint8), segmentation_node, segment_id, reference_node
     )

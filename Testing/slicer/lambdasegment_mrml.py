@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
+import unittest
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +64,9 @@ def _install_qt_only_stand_ins() -> None:
         def __init__(self, parent=None):
             self.moduleName = type(self).__name__.removesuffix("Logic")
 
-    class ScriptedLoadableModuleTest:
-        pass
+    class ScriptedLoadableModuleTest(unittest.TestCase):
+        def delayDisplay(self, message, msec=None):
+            pass
 
     scripted = types.ModuleType("slicer.ScriptedLoadableModule")
     for cls in (ScriptedLoadableModule, ScriptedLoadableModuleWidget, ScriptedLoadableModuleLogic, ScriptedLoadableModuleTest):
@@ -129,16 +131,18 @@ def mrml(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     application_logic = slicer.vtkSlicerApplicationLogic()
     application_logic.SetMRMLScene(scene)
     logics = {}
-    for name, cls in (
-        ("colors", slicer.vtkSlicerColorLogic),
-        ("volumes", slicer.vtkSlicerVolumesLogic),
-        ("segmentations", slicer.vtkSlicerSegmentationsModuleLogic),
-        ("subjecthierarchy", slicer.vtkSlicerSubjectHierarchyModuleLogic),
+    for name, module_name, cls in (
+        ("colors", "Colors", slicer.vtkSlicerColorLogic),
+        ("volumes", "Volumes", slicer.vtkSlicerVolumesLogic),
+        ("segmentations", "Segmentations", slicer.vtkSlicerSegmentationsModuleLogic),
+        ("subjecthierarchy", "SubjectHierarchy", slicer.vtkSlicerSubjectHierarchyModuleLogic),
     ):
         logic = cls()
         logic.SetMRMLApplicationLogic(application_logic)
+        application_logic.SetModuleLogic(module_name, logic)
         logic.SetMRMLScene(scene)  # registers the segmentation converter rules, among others
         logics[name] = logic
+    application_logic.SetColorLogic(logics["colors"])
     for view in ("Red", "Yellow", "Green"):
         composite = scene.AddNewNodeByClass("vtkMRMLSliceCompositeNode")
         composite.SetLayoutName(view)

@@ -11,12 +11,14 @@ import SimpleITK as sitk
 
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.io.grid import same_grid
 from LambdaSegmentLib.slicer_bridge import (
     flip_ras_lps,
-    same_grid,
+    node_grid,
     segment_labelmap_volume_ml,
     segment_mask_on_grid,
     set_segment_from_mask,
+    slicer_terminology_entry,
     update_node_from_volume,
     volume_from_node,
 )
@@ -98,12 +100,19 @@ def test_volume_from_node_refuses_what_is_not_one_3d_scalar_image(mrml, make, pr
         volume_from_node(make(mrml.scene), role="DWI")
 
 
-def test_same_grid_tolerates_rounding_but_not_a_shifted_or_resized_grid():
-    base = Volume(np.zeros((3, 4, 5)), SPACING, (1.0, 2.0, 3.0), oblique_direction())
-    assert same_grid(base, Volume(np.ones((3, 4, 5)), SPACING, (1.0 + 1e-6, 2.0, 3.0), oblique_direction()))
-    assert not same_grid(base, Volume(np.zeros((3, 4, 5)), SPACING, (1.5, 2.0, 3.0), oblique_direction()))
-    assert not same_grid(base, Volume(np.zeros((3, 4, 6)), SPACING, (1.0, 2.0, 3.0), oblique_direction()))
-    assert not same_grid(base, Volume(np.zeros((3, 4, 5)), (0.9, 0.9, 5.0), (1.0, 2.0, 3.0), oblique_direction()))
+def test_node_grid_reads_the_geometry_without_copying_voxels(dwi_node):
+    grid = node_grid(dwi_node)
+    assert grid.array.strides == (0, 0, 0) and grid.array.shape == (5, 12, 16)
+    volume = volume_from_node(dwi_node)
+    assert np.array_equal(grid.ijk_to_lps_matrix(), volume.ijk_to_lps_matrix())
+
+
+def test_terminology_entry_is_slicers_tag_format_for_infarct_of_the_brain():
+    fields = slicer_terminology_entry().split("~")
+    assert len(fields) == 7
+    assert fields[1] == "SCT^49755003^Morphologically Altered Structure"
+    assert fields[2] == "SCT^55641003^Infarct"
+    assert fields[5] == "SCT^12738006^Brain"
 
 
 def test_segment_written_from_a_mask_keeps_the_dwi_geometry_and_voxels(mrml, dwi_node):
