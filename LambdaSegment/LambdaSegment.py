@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import os
 import platform
 import shutil
@@ -190,8 +189,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
             ("1e-6 mm2/s", "10⁻⁶ mm²/s"),
         ):
             self.ui.adcUnitComboBox.addItem(label, unit)
-        for device, label in self.logic.availableDevices():
-            self.ui.deviceComboBox.addItem(label, device)
+        self.populateDevices()
         self.ui.progressBar.hide()
         self.ui.cancelButton.hide()
 
@@ -213,6 +211,18 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.editButton.connect("clicked(bool)", self.onEditButton)
         self.ui.exportButton.connect("clicked(bool)", self.onExportButton)
         self.initializeParameterNode()
+
+    def populateDevices(self) -> None:
+        """Device choices, saying which GPU was found (refreshed after PyTorch is installed)."""
+        self._updatingGui = True
+        try:
+            self.ui.deviceComboBox.clear()
+            for device, label in self.logic.availableDevices():
+                self.ui.deviceComboBox.addItem(label, device)
+        finally:
+            self._updatingGui = False
+        if self._parameterNode is not None:
+            self.updateGuiFromParameterNode()
 
     def cleanup(self) -> None:
         if self._job is not None:
@@ -275,6 +285,9 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
             self.ui.adcUnitComboBox.enabled = self._parameterNode.adcKind != "eadc"
         finally:
             self._updatingGui = False
+        output = self._parameterNode.outputSegmentation
+        if output is not self._resultSegmentation and (output is None or output.GetAttribute(RUN_ATTRIBUTE)):
+            self.setResultSegmentation(output)  # e.g. a saved scene reopened: show its result again
         self.updateInputStatus()
 
     def onChoiceChanged(self, index=None) -> None:
@@ -289,6 +302,8 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         """Enable Segment stroke only for valid inputs; say what was detected or what is wrong."""
         running = self._job is not None
         parameters = self._parameterNode
+        if parameters is None:
+            return
         problem, detected = self.logic.describeInputs(
             parameters.dwiVolume, parameters.adcVolume, parameters.adcKind, parameters.adcUnit
         )
@@ -309,18 +324,20 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
                 return
         if not self.ensureDependencies():
             return
-        with slicer.util.tryWithErrorDisplay(_("Cannot start the segmentation."), waitCursor=True):
-            self._job = self.logic.startSegmentStroke(
-                parameters.dwiVolume, parameters.adcVolume, parameters.adcKind, parameters.device,
-                adcUnit=parameters.adcUnit,
-            )
-            self._jobOutputNode = outputNode
-            self.ui.progressBar.value = 0
-            self.ui.progressBar.show()
-            self.ui.cancelButton.show()
-            self.ui.statusLabel.text = _("Starting…")
-            self._pollTimer.start()
-        self.updateInputStatus()
+        try:
+            with slicer.util.tryWithErrorDisplay(_("Cannot start the segmentation."), waitCursor=True):
+                self._job = self.logic.startSegmentStroke(
+                    parameters.dwiVolume, parameters.adcVolume, parameters.adcKind, parameters.device,
+                    adcUnit=parameters.adcUnit,
+                )
+                self._jobOutputNode = outputNode
+                self.ui.progressBar.value = 0
+                self.ui.progressBar.show()
+                self.ui.cancelButton.show()
+                self.ui.statusLabel.text = _("Starting…")
+                self._pollTimer.start()
+        finally:
+            self.updateInputStatus()
 
     def ensureDependencies(self) -> bool:
         """One confirmation, then install what the library lacks; False if the user declined or it failed."""
@@ -334,13 +351,15 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
             windowTitle=_("Install Python packages"),
         ):
             return False
-        with slicer.util.tryWithErrorDisplay(_("Installing the Python packages failed."), waitCursor=True):
-            self.ui.statusLabel.text = _("Installing Python packages…")
-            slicer.app.processEvents()
-            self.logic.installPythonPackages(missing)
+        self.ui.statusLabel.text = _("Installing Python packages…")
+        slicer.app.processEvents()
+        try:
+            with slicer.util.tryWithErrorDisplay(_("Installing the Python packages failed."), waitCursor=True):
+                self.logic.installPythonPackages(missing)
+        finally:
             self.ui.statusLabel.text = ""
-            return True
-        return False
+        self.populateDevices()
+        return True
 
     def onPollJob(self) -> None:
         if self._job is None:
@@ -356,11 +375,13 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.progressBar.hide()
         self.ui.cancelButton.hide()
         self.ui.statusLabel.text = ""
-        with slicer.util.tryWithErrorDisplay(_("Segmentation failed."), waitCursor=True):
-            segmentationNode, _volumeMl = self.logic.finishSegmentStroke(job, outputNode)
-            self._parameterNode.outputSegmentation = segmentationNode
-            self.setResultSegmentation(segmentationNode)
-        self.updateInputStatus()
+        try:
+            with slicer.util.tryWithErrorDisplay(_("Segmentation failed."), waitCursor=True):
+                segmentationNode, _volumeMl = self.logic.finishSegmentStroke(job, outputNode)
+                self._parameterNode.outputSegmentation = segmentationNode
+                self.setResultSegmentation(segmentationNode)
+        finally:
+            self.updateInputStatus()
 
     def onCancelButton(self) -> None:
         if self._job is not None:

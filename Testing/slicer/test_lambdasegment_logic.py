@@ -16,7 +16,6 @@ import tomllib
 import numpy as np
 import pytest
 
-from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io.writing import SEGMENT_COLOR
 from LambdaSegmentLib.lesions import lesion_volume_ml
