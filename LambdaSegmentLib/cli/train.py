@@ -1,0 +1,212 @@
+"""``lambdasegment train``: train a registry model with Lightning and export a model package.
+
+Examples::
+
+    lambdasegment train --model lambda_unet --synthetic 200 --val-data DIR --output PKG_DIR
+    lambdasegment train --model lambda_unet --data ISLES22/ --synthetic 100 \\
+        --devices 4 --num-nodes 2 --strategy ddp --precision bf16-mixed --output PKG_DIR
+
+The Trainer owns devices, precision, distribution (DDP), checkpoints and logging. The
+package (weights + manifest) is exported each time the validation Dice improves and at
+the end (from the best checkpoint), so ``--output`` always holds the best model so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from LambdaSegmentLib.errors import BadInputError
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from LambdaSegmentLib.training import recipe
+
+    parser = subparsers.add_parser(
+        "train",
+        help="train a model (Lightning) and export a model package",
+        description="Train a registered model with the paper's recipe (defaults) on labelled folders, "
+        "synthetic studies made on the fly, or both, and export it as a model package.",
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default="lambda_unet", help="registered model name (see `lambdasegment models`)")
+    model.add_argument("--model-config", type=_json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
+    model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
+    model.add_argument("--loss", choices=("bce", "dice_bce"), default="bce", help="bce (the paper's) or dice_bce")
+    model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
+
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", action="append", default=[], metavar="DIR|CSV", help="labelled training folder (BIDS/ISLES'22) or CSV; repeatable")
+    data.add_argument("--synthetic", type=int, default=0, metavar="N", help="synthetic studies per epoch, made on the fly (with --data: a mix)")
+    data.add_argument("--windows-per-study", type=int, default=4, help="random windows cut from each synthetic study (4)")
+    data.add_argument("--synthesis", type=_json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
+    data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
+    data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
+    data.add_argument("--window-slices", type=int, default=recipe.WINDOW_SLICES, help="slices per window (paper: 8)")
+    data.add_argument("--batch-size", type=int, default=recipe.WINDOWS_PER_BATCH, help="windows per batch (paper: 12)")
+    data.add_argument("--window-size", type=int, nargs=2, default=(128, 128), metavar=("H", "W"), help="in-plane window size (128 128)")
+    data.add_argument("--lesion-probability", type=float, default=0.7, help="chance a synthetic window is centred on a lesion (0.7)")
+    data.add_argument("--workers", type=int, default=0, help="DataLoader workers (0)")
+    data.add_argument("--seed", type=int, default=0, help="seed of synthetic studies, window order and initialisation (0)")
+
+    optim = parser.add_argument_group("recipe")
+    optim.add_argument("--lr", type=float, default=recipe.LEARNING_RATE, help="base learning rate (1e-4)")
+    optim.add_argument("--constant-epochs", type=int, default=recipe.CONSTANT_EPOCHS, help="epochs at the base lr (20)")
+    optim.add_argument("--decay-end-epoch", type=int, default=recipe.DECAY_END_EPOCH, help="epoch where the lr reaches 0 (100)")
+    optim.add_argument("--threshold", type=float, default=recipe.THRESHOLD, help="probability threshold of the masks (0.5)")
+
+    run_group = parser.add_argument_group("trainer")
+    run_group.add_argument("--accelerator", default="auto", help="auto, cpu, gpu, mps (auto)")
+    run_group.add_argument("--devices", default="auto", help="devices per node: N or auto")
+    run_group.add_argument("--num-nodes", type=int, default=1)
+    run_group.add_argument("--strategy", default="auto", help="auto, ddp, ddp_spawn, ... (Lightning strategies)")
+    run_group.add_argument("--precision", default="32-true", help="32-true, 16-mixed, bf16-mixed (mixed precision on GPU)")
+    run_group.add_argument("--max-epochs", type=int, default=recipe.DECAY_END_EPOCH)
+    run_group.add_argument("--max-steps", type=int, default=-1)
+    run_group.add_argument("--max-time", default=None, metavar="DD:HH:MM:SS", help="wall-clock budget; the best package so far stays exported")
+    run_group.add_argument("--val-every-steps", type=int, default=None, help="validate every N training steps (default: every epoch)")
+    run_group.add_argument("--log-every-steps", type=int, default=10)
+    run_group.add_argument("--resume", type=Path, default=None, metavar="CKPT", help="resume from a Lightning checkpoint")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--output", type=Path, required=True, metavar="PKG_DIR", help="model package directory to write")
+    out.add_argument("--work-dir", type=Path, default=None, help="checkpoints and logs (default: PKG_DIR.training)")
+    out.add_argument("--name", default="lambdaunet-dwi", help="package name")
+    out.add_argument("--version", default="0.1.0", help="package version")
+    out.add_argument("--fp16", action="store_true", help="store the package weights in float16")
+    out.add_argument("--overwrite", action="store_true", help="replace an existing package at PKG_DIR")
+    parser.set_defaults(func=run)
+
+
+def _devices(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    from LambdaSegmentLib.training import (
+        DEFAULT_PREPROCESSING,
+        ExportBestPackage,
+        SegmentationDataModule,
+        SegmentationModule,
+        build_manifest,
+        export_package,
+        recipe,
+    )
+
+    output: Path = args.output
+    if output.exists() and any(output.iterdir()) and not args.overwrite and args.resume is None:
+        raise BadInputError(output, "output package directory exists and is not empty; use --overwrite to replace it")
+    if not args.data and args.synthetic <= 0:
+        raise BadInputError(None, "no training data: give --data DIR and/or --synthetic N")
+    work_dir = args.work_dir or output.with_name(output.name + ".training")
+    preprocessing = dict(args.preprocessing or DEFAULT_PREPROCESSING)
+
+    L.seed_everything(args.seed, workers=True, verbose=False)
+    datamodule = SegmentationDataModule(
+        preprocessing,
+        data=args.data,
+        synthetic_studies=args.synthetic,
+        windows_per_study=args.windows_per_study,
+        val_data=args.val_data,
+        val_synthetic_studies=args.val_synthetic,
+        synthesis_ranges=args.synthesis,
+        seed=args.seed,
+        window_slices=args.window_slices,
+        batch_size=args.batch_size,
+        size_hw=tuple(args.window_size),
+        lesion_probability=args.lesion_probability,
+        num_workers=args.workers,
+    )
+    module = SegmentationModule(
+        args.model,
+        args.model_config,
+        loss=args.loss,
+        learning_rate=args.lr,
+        constant_epochs=args.constant_epochs,
+        decay_end_epoch=args.decay_end_epoch,
+        threshold=args.threshold,
+        activation_checkpointing=args.activation_checkpointing,
+    )
+    started = time.monotonic()
+
+    def manifest(current: SegmentationModule, state: dict[str, Any]) -> dict[str, Any]:
+        return build_manifest(
+            current,
+            preprocessing,
+            name=args.name,
+            version=args.version,
+            training_data=datamodule.description(),
+            training={
+                "command": " ".join(shlex.quote(part) for part in sys.argv),
+                "devices": str(args.devices),
+                "num_nodes": args.num_nodes,
+                "strategy": args.strategy,
+                "precision": args.precision,
+                **state,
+            },
+        )
+
+    has_validation = bool(args.val_data or args.val_synthetic)
+    checkpoint = ModelCheckpoint(
+        dirpath=work_dir / "checkpoints",
+        monitor=recipe.MONITOR if has_validation else None,
+        mode="max",
+        save_last=True,
+        filename="best-{epoch}-{step}",
+    )
+    callbacks: list[L.Callback] = [checkpoint]
+    if has_validation:
+        callbacks.append(ExportBestPackage(output, manifest, fp16=args.fp16))
+    trainer = L.Trainer(
+        accelerator=args.accelerator,
+        devices=_devices(args.devices),
+        num_nodes=args.num_nodes,
+        strategy=args.strategy,
+        precision=args.precision,
+        max_epochs=args.max_epochs,
+        max_steps=args.max_steps,
+        max_time=args.max_time,
+        val_check_interval=args.val_every_steps,
+        check_val_every_n_epoch=None if args.val_every_steps else 1,
+        log_every_n_steps=args.log_every_steps,
+        reload_dataloaders_every_n_epochs=1,
+        callbacks=callbacks,
+        logger=CSVLogger(work_dir, name="logs"),
+        default_root_dir=work_dir,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=args.resume)
+
+    if trainer.is_global_zero:
+        best_path = checkpoint.best_model_path if has_validation else ""
+        state: dict[str, Any] = {"epochs": trainer.current_epoch, "global_step": trainer.global_step, "seconds": round(time.monotonic() - started, 1)}
+        if best_path:
+            best = SegmentationModule.load_from_checkpoint(best_path, map_location="cpu", weights_only=True)
+            score = checkpoint.best_model_score
+            state[recipe.MONITOR] = float(score) if score is not None else None
+            state["checkpoint"] = Path(best_path).name
+        else:
+            best = module
+        export_package(best, manifest(best, state), output, fp16=args.fp16)
+        print(f"model package: {output}")
+    return 0

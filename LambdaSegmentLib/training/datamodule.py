@@ -1,0 +1,166 @@
+"""``SegmentationDataModule``: real labelled folders, synthetic studies on the fly, or a mix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+from . import recipe
+from .cases import find_labelled_cases
+from .prepared import PreparedCase, load_labelled_case, prepare_synthetic
+from .windows import VALIDATION_SEED_OFFSET, Interleaved, RealWindows, SyntheticWindows, WholeStudies
+
+DEFAULT_PREPROCESSING: dict[str, Any] = {
+    "channels": ["eadc", "dwi"],  # the paper's order
+    "in_plane_spacing_mm": 2.0,
+    "normalization": {"dwi": "brain_median", "eadc": "clip01"},
+    "pad_multiple": 16,
+}
+
+
+class SegmentationDataModule(L.LightningDataModule):
+    """Training windows and whole validation studies, all through the inference preprocessing.
+
+    Args:
+        preprocessing: the model manifest's preprocessing block (channels, in-plane spacing,
+            normalisation, pad multiple).
+        data: labelled folders (BIDS / ISLES'22) or CSV listings for training.
+        synthetic_studies: synthetic studies per epoch (fresh seeds every epoch); 0 = none.
+            With ``data`` as well, the two are interleaved (a mix).
+        windows_per_study: random windows cut from each synthetic study.
+        val_data: labelled folders / CSVs validated on whole (never trained on).
+        val_synthetic_studies: fixed synthetic validation studies (seeds offset by 10^7).
+        synthesis_ranges: keyword ranges for ``LambdaSegmentLib.synthesis.generate``.
+        seed: base seed of synthetic studies and of the real-window order.
+        window_slices: slices per training window (the paper's 8).
+        batch_size: windows per batch (the paper's 12).
+        size_hw: in-plane size of training windows (crop or zero pad; divisible by 16).
+        lesion_probability: chance that a synthetic window is centred on a lesion voxel.
+        num_workers: DataLoader workers (synthesis runs in them).
+    """
+
+    def __init__(
+        self,
+        preprocessing: Mapping[str, Any] | None = None,
+        *,
+        data: Sequence[str | Path] = (),
+        synthetic_studies: int = 0,
+        windows_per_study: int = 4,
+        val_data: Sequence[str | Path] = (),
+        val_synthetic_studies: int = 0,
+        synthesis_ranges: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        window_slices: int = recipe.WINDOW_SLICES,
+        batch_size: int = recipe.WINDOWS_PER_BATCH,
+        size_hw: tuple[int, int] = (128, 128),
+        lesion_probability: float = 0.7,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        if not data and synthetic_studies <= 0:
+            raise ValueError("no training data: give labelled folders (data) and/or synthetic_studies > 0")
+        if size_hw[0] % 16 or size_hw[1] % 16:
+            raise ValueError(f"size_hw must be divisible by 16, got {size_hw}")
+        self.preprocessing = dict(preprocessing or DEFAULT_PREPROCESSING)
+        self.data = [Path(p) for p in data]
+        self.synthetic_studies, self.windows_per_study = int(synthetic_studies), int(windows_per_study)
+        self.val_data = [Path(p) for p in val_data]
+        self.val_synthetic_studies = int(val_synthetic_studies)
+        self.synthesis_ranges = dict(synthesis_ranges or {})
+        self.seed, self.window_slices, self.batch_size = int(seed), int(window_slices), int(batch_size)
+        self.size_hw = (int(size_hw[0]), int(size_hw[1]))
+        self.lesion_probability, self.num_workers = float(lesion_probability), int(num_workers)
+        self.train_cases: list[PreparedCase] = []
+        self.val_cases: list[PreparedCase] = []
+        self.epochs_served = 0
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read and prepare the real cases (training and validation) once."""
+        if self.data and not self.train_cases:
+            self.train_cases = [load_labelled_case(c, self.preprocessing) for root in self.data for c in find_labelled_cases(root)]
+        if not self.val_cases:
+            self.val_cases = [load_labelled_case(c, self.preprocessing) for root in self.val_data for c in find_labelled_cases(root)]
+            self.val_cases += [
+                prepare_synthetic(self.seed + VALIDATION_SEED_OFFSET + i, self.preprocessing, self.synthesis_ranges)
+                for i in range(self.val_synthetic_studies)
+            ]
+        overlap = {c.name for c in self.train_cases} & {c.name for c in self.val_cases}
+        if overlap:
+            raise ValueError(f"cases both in training and validation data: {sorted(overlap)}")
+
+    def _epoch(self) -> int:
+        trainer = getattr(self, "trainer", None)
+        return int(trainer.current_epoch) if trainer is not None else 0
+
+    def train_dataset(self, epoch: int = 0) -> Dataset:
+        """The training windows of ``epoch`` (fresh synthetic studies every epoch)."""
+        parts: list[Dataset] = []
+        if self.train_cases:
+            parts.append(RealWindows(self.train_cases, window_slices=self.window_slices, size_hw=self.size_hw, seed=self.seed, epoch=epoch))
+        if self.synthetic_studies:
+            parts.append(
+                SyntheticWindows(
+                    self.synthetic_studies,
+                    preprocessing=self.preprocessing,
+                    windows_per_study=self.windows_per_study,
+                    window_slices=self.window_slices,
+                    size_hw=self.size_hw,
+                    base_seed=self.seed,
+                    epoch=epoch,
+                    lesion_probability=self.lesion_probability,
+                    ranges=self.synthesis_ranges,
+                )
+            )
+        return parts[0] if len(parts) == 1 else Interleaved(*parts)
+
+    def train_dataloader(self) -> DataLoader:
+        """Windows of the current epoch; reloaded every epoch (Trainer(reload_dataloaders_every_n_epochs=1))."""
+        epoch = self._epoch()
+        self.epochs_served = max(self.epochs_served, epoch + 1)
+        # Unshuffled: RealWindows shuffles itself per epoch, and synthetic windows of one
+        # study must stay consecutive for the per-worker study cache.
+        return DataLoader(
+            self.train_dataset(epoch),
+            batch_size=self.batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            persistent_workers=False,
+            drop_last=False,
+        )
+
+    def val_dataloader(self) -> DataLoader | list:
+        if not self.val_cases:
+            return []
+        return DataLoader(WholeStudies(self.val_cases), batch_size=1, shuffle=False, num_workers=0)
+
+    def description(self) -> dict[str, Any]:
+        """What the model was trained and validated on, for the model manifest."""
+        from LambdaSegmentLib import __version__
+
+        described: dict[str, Any] = {
+            "real_training_cases": [c.name for c in self.train_cases],
+            "validation_cases": [c.name for c in self.val_cases],
+            "window_slices": self.window_slices,
+            "windows_per_batch": self.batch_size,
+            "window_size_hw": list(self.size_hw),
+        }
+        if self.synthetic_studies:
+            epochs = max(1, self.epochs_served)
+            described["synthetic"] = {
+                "generator": "LambdaSegmentLib.synthesis.generate",
+                "generator_version": __version__,
+                "studies_per_epoch": self.synthetic_studies,
+                "windows_per_study": self.windows_per_study,
+                "seeds": [self.seed, self.seed + epochs * self.synthetic_studies - 1],
+                "validation_seeds": (
+                    [self.seed + VALIDATION_SEED_OFFSET, self.seed + VALIDATION_SEED_OFFSET + self.val_synthetic_studies - 1]
+                    if self.val_synthetic_studies
+                    else []
+                ),
+                "ranges": {k: list(v) if isinstance(v, tuple) else v for k, v in self.synthesis_ranges.items()},
+                "lesion_window_probability": self.lesion_probability,
+            }
+        return described

@@ -1,0 +1,139 @@
+"""``SegmentationModule``: any registered model, its loss, optimiser, schedule and metrics.
+
+The Trainer owns devices, precision, distribution, checkpoints and logging; this module
+only says what one step computes. Batches are dicts:
+
+- training: ``{"image": (b, c, t, h, w) float32, "mask": (b, 1, t, h, w) {0, 1}}``;
+- validation: whole studies, one per batch, same keys (t = all slices of the study).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from LambdaSegmentLib.models import create_model
+
+from . import recipe
+from .losses import make_loss
+
+
+def apply_activation_checkpointing(model: nn.Module) -> list[str]:
+    """Recompute the activations of the encoder and decoder blocks in the backward pass.
+
+    Lambda+ layers are light on parameters but heavy on activations (per-pixel lambdas),
+    so this trades compute for memory. Wraps the children of ``model.downs`` and
+    ``model.ups`` (every UNet-style model of the registry); the state-dict keys do not
+    change. Returns the wrapped module names.
+    """
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl,
+        checkpoint_wrapper,
+    )
+
+    wrapped = []
+    for container_name in ("downs", "ups"):
+        container = getattr(model, container_name, None)
+        if not isinstance(container, nn.ModuleList):
+            continue
+        for index, block in enumerate(container):
+            container[index] = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+            wrapped.append(f"{container_name}.{index}")
+    if not wrapped:
+        raise ValueError(f"{type(model).__name__} has no downs/ups blocks to checkpoint")
+    return wrapped
+
+
+def unwrapped_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict with the keys of the unwrapped architecture."""
+    prefix = "_checkpoint_wrapped_module."
+    return {key.replace(prefix, ""): value for key, value in model.state_dict().items()}
+
+
+class SegmentationModule(L.LightningModule):
+    """A registry model trained with the paper's recipe (the defaults).
+
+    Args:
+        model_name: a name from :func:`LambdaSegmentLib.models.available_models`.
+        model_config: keyword arguments of the model (e.g. ``{"widths": [16, 32, 64, 128, 256]}``).
+        loss: "bce" (the paper's) or "dice_bce".
+        learning_rate: base learning rate (1e-4).
+        momentum, weight_decay: RMSprop's (0.9, 1e-8).
+        constant_epochs, decay_end_epoch: lr constant for the first ``constant_epochs``,
+            then linear decay to 0 at ``decay_end_epoch`` (20, 100).
+        threshold: probability at which validation masks are cut (0.5).
+        activation_checkpointing: recompute block activations in the backward pass.
+
+    Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
+    studies of the volume Dice at ``threshold``; the checkpoint monitor) and ``val_dsc``
+    (the paper's per-slice DSC).
+    """
+
+    def __init__(
+        self,
+        model_name: str = "lambda_unet",
+        model_config: dict[str, Any] | None = None,
+        loss: str = "bce",
+        learning_rate: float = recipe.LEARNING_RATE,
+        momentum: float = recipe.MOMENTUM,
+        weight_decay: float = recipe.WEIGHT_DECAY,
+        constant_epochs: int = recipe.CONSTANT_EPOCHS,
+        decay_end_epoch: int = recipe.DECAY_END_EPOCH,
+        threshold: float = recipe.THRESHOLD,
+        activation_checkpointing: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model_name = model_name
+        self.model_config = dict(model_config or {})
+        self.model = create_model(model_name, **self.model_config)
+        self.loss_fn = make_loss(loss)
+        if activation_checkpointing:
+            apply_activation_checkpointing(self.model)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        """image (b, c, t, h, w) → logits (b, 1, t, h, w)."""
+        return self.model(image)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
+        logits = self(batch["image"])
+        loss = self.loss_fn(logits, batch["mask"])
+        self.log("train_loss", loss, prog_bar=True, batch_size=batch["image"].shape[0])
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> None:
+        from LambdaSegmentLib.metrics import per_slice_dice, volume_dice
+
+        logits = self(batch["image"])
+        target = batch["mask"]
+        loss = self.loss_fn(logits, target)
+        predicted = (logits.float().sigmoid() >= self.hparams.threshold)
+        dice = torch.tensor(
+            [volume_dice(p[0].cpu().numpy(), g[0].cpu().numpy()) for p, g in zip(predicted, target)]
+        ).mean()
+        dsc = torch.tensor([per_slice_dice(p[0], g[0], slice_axis=0) for p, g in zip(predicted, target)]).mean()
+        size = batch["image"].shape[0]
+        self.log("val_loss", loss, batch_size=size, sync_dist=True)
+        self.log(recipe.MONITOR, dice.to(self.device), prog_bar=True, batch_size=size, sync_dist=True)
+        self.log("val_dsc", dsc.to(self.device), batch_size=size, sync_dist=True)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        optimizer = torch.optim.RMSprop(
+            self.parameters(), lr=hp.learning_rate, momentum=hp.momentum, weight_decay=hp.weight_decay
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda epoch: recipe.paper_lr_factor(epoch, hp.constant_epochs, hp.decay_end_epoch)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "epoch"}}
+
+    def architecture(self) -> dict[str, Any]:
+        """The manifest's ``architecture`` block: how ``create_model`` rebuilds this model."""
+        return {"name": self.model_name, "config": self.model_config}
+
+    def plain_state_dict(self) -> dict[str, torch.Tensor]:
+        """The network's weights under the architecture's own keys (checkpoint wrappers removed)."""
+        return unwrapped_state_dict(self.model)

@@ -1,0 +1,172 @@
+"""Training windows (c, 8, h, w) cut from prepared studies, and whole studies for validation.
+
+Axis letters: c channels, t slices, h w in-plane. A window is ``window_slices``
+consecutive slices, cropped or zero-padded in-plane to ``size_hw``; studies shorter than
+a window are zero-padded at the end (the models zero-pad beyond a study's ends anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from .prepared import PreparedCase, prepare_synthetic
+
+VALIDATION_SEED_OFFSET = 10_000_000  # synthetic validation seeds never meet training seeds
+
+
+def _placement(size: int, target: int, offset: int) -> tuple[slice, slice]:
+    """(source, destination) slices putting ``size`` into ``target``: a crop starting at
+    ``offset`` when larger, centred zero padding when smaller."""
+    if size >= target:
+        return slice(offset, offset + target), slice(0, target)
+    start = (target - size) // 2
+    return slice(0, size), slice(start, start + size)
+
+
+def cut_window(
+    case: PreparedCase, start: int, window_slices: int, size_hw: tuple[int, int], offset_hw: tuple[int, int] = (0, 0)
+) -> dict[str, torch.Tensor]:
+    """Slices ``start .. start + window_slices`` of ``case``; in-plane crop at ``offset_hw``
+    (when larger than ``size_hw``) or centred zero padding.
+
+    Returns ``{"image": (c, window, h, w), "mask": (1, window, h, w)}`` float32 tensors.
+    """
+    c, t, h, w = case.channels.shape
+    image = np.zeros((c, window_slices, *size_hw), dtype=np.float32)
+    mask = np.zeros((1, window_slices, *size_hw), dtype=np.float32)
+    n = min(window_slices, t - start)
+    src_h, dst_h = _placement(h, size_hw[0], offset_hw[0])
+    src_w, dst_w = _placement(w, size_hw[1], offset_hw[1])
+    image[:, :n, dst_h, dst_w] = case.channels[:, start : start + n, src_h, src_w]
+    mask[0, :n, dst_h, dst_w] = case.mask[start : start + n, src_h, src_w]
+    return {"image": torch.from_numpy(image), "mask": torch.from_numpy(mask)}
+
+
+def random_window(
+    case: PreparedCase, rng: np.random.Generator, window_slices: int, size_hw: tuple[int, int], lesion_probability: float
+) -> dict[str, torch.Tensor]:
+    """A random window of ``case``; with ``lesion_probability`` (when the case has a lesion)
+    one that holds a lesion slice, and an in-plane crop that holds a lesion pixel."""
+    _c, t, h, w = case.channels.shape
+    lesion_voxels = np.argwhere(case.mask > 0)
+    with_lesion = len(lesion_voxels) > 0 and rng.random() < lesion_probability
+    max_start = max(0, t - window_slices)
+    max_offset = (max(0, h - size_hw[0]), max(0, w - size_hw[1]))
+    if with_lesion:
+        lt, lh, lw = lesion_voxels[rng.integers(len(lesion_voxels))]
+        start = int(np.clip(lt - rng.integers(0, window_slices), 0, max_start))
+        offset = tuple(
+            int(np.clip(centre - rng.integers(0, size), 0, limit))
+            for centre, size, limit in ((lh, size_hw[0], max_offset[0]), (lw, size_hw[1], max_offset[1]))
+        )
+    else:
+        start = int(rng.integers(0, max_start + 1))
+        offset = (int(rng.integers(0, max_offset[0] + 1)), int(rng.integers(0, max_offset[1] + 1)))
+    return cut_window(case, start, window_slices, size_hw, offset)
+
+
+class RealWindows(Dataset):
+    """Every stride-1 window of every prepared real case (the paper's sampling), in an
+    order shuffled per epoch (seeded), centred in-plane."""
+
+    def __init__(
+        self, cases: Sequence[PreparedCase], *, window_slices: int, size_hw: tuple[int, int], seed: int = 0, epoch: int = 0
+    ) -> None:
+        self.cases = list(cases)
+        self.window_slices, self.size_hw = window_slices, size_hw
+        self.index = [
+            (number, start)
+            for number, case in enumerate(self.cases)
+            for start in range(max(1, case.num_slices - window_slices + 1))
+        ]
+        self.order = np.random.default_rng([seed, epoch]).permutation(len(self.index))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        number, start = self.index[int(self.order[item])]
+        case = self.cases[number]
+        _c, _t, h, w = case.channels.shape
+        offset = (max(0, h - self.size_hw[0]) // 2, max(0, w - self.size_hw[1]) // 2)
+        return cut_window(case, start, self.window_slices, self.size_hw, offset)
+
+
+class SyntheticWindows(Dataset):
+    """``studies`` synthetic studies made on the fly, ``windows_per_study`` random windows each.
+
+    Study ``s`` of epoch ``e`` has seed ``base_seed + e * studies + s``, so every epoch sees
+    fresh studies, deterministically, on every worker and rank. Consecutive items share a
+    study (a one-study cache per worker), so keep this dataset unshuffled.
+    """
+
+    def __init__(
+        self,
+        studies: int,
+        *,
+        preprocessing: Mapping[str, Any],
+        windows_per_study: int,
+        window_slices: int,
+        size_hw: tuple[int, int],
+        base_seed: int = 0,
+        epoch: int = 0,
+        lesion_probability: float = 0.7,
+        ranges: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.studies, self.windows_per_study = int(studies), int(windows_per_study)
+        self.preprocessing, self.ranges = dict(preprocessing), dict(ranges or {})
+        self.window_slices, self.size_hw = window_slices, size_hw
+        self.base_seed, self.epoch, self.lesion_probability = int(base_seed), int(epoch), lesion_probability
+        self._cache: tuple[int, PreparedCase] | None = None
+
+    def __len__(self) -> int:
+        return self.studies * self.windows_per_study
+
+    def study_seed(self, study: int) -> int:
+        return self.base_seed + self.epoch * self.studies + study
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        study, window = divmod(int(item), self.windows_per_study)
+        seed = self.study_seed(study)
+        if self._cache is None or self._cache[0] != seed:
+            self._cache = (seed, prepare_synthetic(seed, self.preprocessing, self.ranges))
+        rng = np.random.default_rng([seed, window])
+        return random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
+
+
+class Interleaved(Dataset):
+    """Two datasets merged evenly in proportion to their lengths, each keeping its own
+    order (so a synthetic dataset's consecutive windows stay consecutive)."""
+
+    def __init__(self, first: Dataset, second: Dataset) -> None:
+        self.first, self.second = first, second
+        self.n_first, self.n_second = len(first), len(second)
+        total = self.n_first + self.n_second
+        taken = (np.arange(1, total + 1) * self.n_first) // max(1, total)
+        self.from_first = np.diff(np.concatenate([[0], taken])) > 0
+        self.position = np.where(self.from_first, np.cumsum(self.from_first) - 1, np.cumsum(~self.from_first) - 1)
+
+    def __len__(self) -> int:
+        return self.n_first + self.n_second
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        source = self.first if self.from_first[item] else self.second
+        return source[int(self.position[item])]
+
+
+class WholeStudies(Dataset):
+    """Prepared studies served whole: ``{"image": (c, t, h, w), "mask": (1, t, h, w)}``."""
+
+    def __init__(self, cases: Sequence[PreparedCase]) -> None:
+        self.cases = list(cases)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        case = self.cases[item]
+        return {"image": torch.from_numpy(case.channels), "mask": torch.from_numpy(case.mask)[None]}
