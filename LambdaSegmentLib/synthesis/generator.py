@@ -1,0 +1,436 @@
+"""``generate(seed, **ranges)``: one labelled synthetic stroke DWI study.
+
+Pipeline (all randomness from ``numpy.random.default_rng(seed)``):
+1. Acquisition: in-plane spacing, slab thickness + gap, axial or oblique stack, FOV.
+2. Subject: a random pose and scale, a smooth elastic deformation and a ventricle
+   enlargement map every thin sample of every slab into the MNI152 template.
+3. Tissue: GM/WM/CSF partial volumes there, with atrophy (GM boundary -> CSF); skull
+   and scalp shells for skull-on studies.
+4. Infarct (template space, inside arterial territories) and look-alikes: old infarcts
+   (tissue -> CSF, high ADC), white-matter T2 hyperintensities (bright b0, high ADC),
+   susceptibility pile-up near the skull base (bright DWI and b0, normal ADC) and
+   edge patches where b0 and b1000 disagree (low ADC, normal DWI).
+5. Physics: per compartment S0 and ADC with texture; S_b = sum f S0 exp(-b ADC);
+   slab averaging of S0 and S_b, PSF blur, bias field, Rician noise; ADC and eADC
+   from the noisy signals; skull stripping or background thresholding; unit.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL, eadc_from_adc
+
+from .acquisition import ADC_UNITS, SliceGeometry, make_geometry, rician, rotation_matrix
+from .fields import CroppedField, sample_channels, smooth_noise
+from .lesions import LESION_KINDS, choose_kind, draw_lesion, sample_volume_ml, scatter_blobs
+from .template import load_head_distance, load_territories, load_tissue_template, skull_base_region as _skull_base_region
+
+# Default ranges of everything a caller may fix. A (lo, hi) tuple is sampled uniformly
+# (log-uniformly for volumes is done by the lesion model); a scalar fixes the value.
+DEFAULT_RANGES: dict[str, Any] = {
+    "in_plane_spacing_mm": (0.9, 2.0),
+    "slice_thickness_mm": (2.0, 7.0),
+    "slice_gap_mm": (0.0, 1.5),
+    "oblique_probability": 0.35,
+    "tilt_deg": (5.0, 25.0),
+    "fov_mm": (200.0, 250.0),
+    "coverage_mm": (110.0, 175.0),
+    "lesion_volume_ml": (0.01, 300.0),
+    "lesion_kind": None,  # one of LESION_KINDS, "none", or None (random)
+    "lesion_free_probability": 0.12,
+    "relative_adc": (0.45, 0.8),  # lesion core ADC / normal tissue ADC
+    "t2_shine_through": (0.0, 0.8),  # relative b0 increase in the lesion
+    "skull_stripped_probability": 0.5,
+    "skull_stripped": None,
+    "snr_b0": (12.0, 45.0),
+    "b_value": (800.0, 1000.0),
+    "adc_unit": None,  # one of ADC_UNITS, or None (random)
+}
+
+
+@dataclass(frozen=True)
+class SyntheticStudy:
+    """One synthetic study on its acquisition grid (all Volumes share the geometry).
+
+    Attributes:
+        dwi: trace-weighted image at ``b_value`` (arbitrary scanner units).
+        adc: apparent diffusion coefficient in ``adc_unit``.
+        eadc: exp(-b * ADC), unitless in [0, 1].
+        mask: uint8 infarct mask (1 = infarct).
+        tissue: uint8 labels 0 background, 1 CSF, 2 GM, 3 WM (for realism measures).
+        territory: int16 JHU arterial territory labels (0 outside).
+        b_value: s/mm^2.
+        adc_unit: "mm2/s", "1e-3 mm2/s" or "1e-6 mm2/s".
+        params: everything drawn for this study (JSON-serialisable).
+    """
+
+    dwi: Volume
+    adc: Volume
+    eadc: Volume
+    mask: Volume
+    tissue: Volume
+    territory: Volume
+    b_value: float
+    adc_unit: str
+    params: dict = field(default_factory=dict)
+
+
+def _draw(rng: np.random.Generator, value: Any) -> float:
+    if isinstance(value, (tuple, list)):
+        lo, hi = value
+        return float(rng.uniform(lo, hi))
+    return float(value)
+
+
+def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(ranges) - set(DEFAULT_RANGES)
+    if unknown:
+        raise ValueError(f"unknown synthesis option(s) {sorted(unknown)}; known: {sorted(DEFAULT_RANGES)}")
+    merged = {**DEFAULT_RANGES, **ranges}
+    if merged["adc_unit"] is not None and merged["adc_unit"] not in ADC_UNITS:
+        raise ValueError(f"adc_unit must be one of {ADC_UNITS}, got {merged['adc_unit']!r}")
+    if merged["lesion_kind"] not in (None, "none", *LESION_KINDS):
+        raise ValueError(f"lesion_kind must be one of {LESION_KINDS + ('none',)} or None, got {merged['lesion_kind']!r}")
+    lo, hi = merged["lesion_volume_ml"] if isinstance(merged["lesion_volume_ml"], (tuple, list)) else (merged["lesion_volume_ml"],) * 2
+    if not 0 < lo <= hi:
+        raise ValueError(f"lesion_volume_ml must be a positive (lo, hi) range, got {merged['lesion_volume_ml']!r}")
+    merged["lesion_volume_ml"] = (float(lo), float(hi))
+    return merged
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """Scanner RAS mm -> template voxel index, through pose, ventricles and elastic warp."""
+
+    centre_ras: np.ndarray  # template brain centre (mm)
+    matrix: np.ndarray  # 3x3 pose (rotation x scale), scanner -> template
+    shift_mm: np.ndarray
+    elastic: np.ndarray  # (3, gx, gy, gz) displacement (mm) on a coarse grid over the template
+    elastic_spacing_mm: float
+    ventricle_centre_ras: np.ndarray
+    ventricle_gain: float
+    template_to_voxel: np.ndarray  # 4x4 RAS mm -> template index
+
+    def to_template_index(self, points_lps: np.ndarray) -> np.ndarray:
+        """(n, 3) LPS mm -> (3, n) template voxel indices (float32)."""
+        ras = points_lps * np.asarray([-1.0, -1.0, 1.0], dtype=np.float32)
+        x = (ras - self.centre_ras - self.shift_mm) @ self.matrix.T.astype(np.float32) + self.centre_ras
+        # ventricles: sample closer to their centre -> they look larger
+        offset = x - self.ventricle_centre_ras
+        pull = self.ventricle_gain * np.exp(-(offset**2).sum(axis=1, keepdims=True) / (2 * 22.0**2))
+        x = x - pull * offset
+        # elastic warp
+        grid_index = ((x - self.grid_origin) / self.elastic_spacing_mm).T
+        displacement = np.stack(
+            [ndimage.map_coordinates(d, grid_index, order=1, mode="nearest", prefilter=False) for d in self.elastic], axis=1
+        )
+        x = x + displacement
+        ijk = x @ self.template_to_voxel[:3, :3].T + self.template_to_voxel[:3, 3]
+        return ijk.T.astype(np.float32)
+
+    @property
+    def grid_origin(self) -> np.ndarray:
+        return np.asarray([-100.0, -140.0, -80.0], dtype=np.float32)
+
+
+def _make_subject(rng: np.random.Generator, affine: np.ndarray) -> _Subject:
+    centre = np.asarray([0.0, -18.0, 10.0], dtype=np.float32)
+    rotation = rotation_matrix(np.deg2rad(rng.uniform(-1, 1, 3) * np.asarray([12.0, 6.0, 8.0])))
+    scale = np.diag(rng.uniform(0.9, 1.1) * rng.uniform(0.96, 1.04, 3))
+    spacing = 25.0
+    shape = (int(200 / spacing) + 2, int(240 / spacing) + 2, int(200 / spacing) + 2)
+    amplitude = rng.uniform(0.5, 3.0)
+    elastic = ndimage.gaussian_filter(rng.normal(0.0, amplitude, (3, *shape)), (0, 0.7, 0.7, 0.7)).astype(np.float32)
+    return _Subject(
+        centre_ras=centre,
+        matrix=(rotation @ scale).astype(np.float32),
+        shift_mm=rng.uniform(-8, 8, 3).astype(np.float32),
+        elastic=elastic,
+        elastic_spacing_mm=spacing,
+        ventricle_centre_ras=np.asarray([0.0, -10.0, 14.0], dtype=np.float32),
+        ventricle_gain=float(rng.uniform(0.0, 0.3) if rng.random() < 0.6 else 0.0),
+        template_to_voxel=np.linalg.inv(affine),
+    )
+
+
+@functools.cache
+def _template_channels() -> tuple[torch.Tensor, torch.Tensor]:
+    """Read-only torch copies of the template: (4, x, y, z) [GM, WM, CSF, head distance mm]
+    and (1, x, y, z) territory labels (float, for nearest sampling)."""
+    template = load_tissue_template()
+    tissue = torch.from_numpy(np.stack([template.gm, template.wm, template.csf, load_head_distance()]))
+    territories = torch.from_numpy(load_territories().astype(np.float32))[None]
+    return tissue, territories
+
+
+@functools.cache
+def _head_box() -> tuple[np.ndarray, np.ndarray]:
+    """Template index bounds (lo, hi) of everything within 20 mm of the brain (scalp included)."""
+    inside = np.argwhere(load_head_distance() < 20.0)
+    return inside.min(axis=0).astype(np.float32) - 1, inside.max(axis=0).astype(np.float32) + 1
+
+
+def _lattice_template_index(subject: "_Subject", geometry: SliceGeometry, k: int, stride: int = 4) -> np.ndarray:
+    """Template indices (3, s, nj, ni) of the thin samples of slice ``k``.
+
+    The scanner-to-template map is smooth (pose, 25 mm elastic grid, 22 mm ventricle
+    kernel), so it is computed exactly every ``stride`` voxels and interpolated between.
+    """
+    points = geometry.slice_points_lps(k)  # (s, nj, ni, 3)
+    n_sub, nj, ni, _ = points.shape
+    lj, li = -(-(nj - 1) // stride) + 1, -(-(ni - 1) // stride) + 1
+    # extrapolate the (affine) in-plane grid to the lattice points beyond the last voxel
+    jj = np.arange(lj) * stride
+    ii = np.arange(li) * stride
+    origin = points[:, 0, 0]  # (s, 3)
+    step_j = (points[:, 1, 0] - points[:, 0, 0]) if nj > 1 else np.zeros_like(origin)
+    step_i = (points[:, 0, 1] - points[:, 0, 0]) if ni > 1 else np.zeros_like(origin)
+    lattice = origin[:, None, None] + jj[None, :, None, None] * step_j[:, None, None] + ii[None, None, :, None] * step_i[:, None, None]
+    ijk = subject.to_template_index(lattice.reshape(-1, 3).astype(np.float32)).reshape(3, n_sub, lj, li)
+    fine = torch.nn.functional.interpolate(
+        torch.from_numpy(ijk), size=((lj - 1) * stride + 1, (li - 1) * stride + 1), mode="bilinear", align_corners=True
+    )
+    return fine[:, :, :nj, :ni].numpy()
+
+
+def _blob_field(rng: np.random.Generator, centres_ijk: np.ndarray, sigmas_mm: np.ndarray, shape: tuple[int, ...]) -> CroppedField:
+    """Sum of Gaussian blobs (peak 1) on a 4 mm-stride crop of the template."""
+    stride = 4
+    grid = np.indices(tuple(-(-n // stride) for n in shape), dtype=np.float32) * stride
+    values = np.zeros(grid.shape[1:], dtype=np.float32)
+    for centre, sigma in zip(centres_ijk, sigmas_mm):
+        distance2 = sum((grid[a] - centre[a]) ** 2 for a in range(3))
+        values += np.exp(-distance2 / (2.0 * sigma**2))
+    return CroppedField(values=np.clip(values, 0.0, 1.0), start=(0, 0, 0), stride=stride)
+
+
+def generate(seed: int, **ranges: Any) -> SyntheticStudy:
+    """One labelled synthetic study; the same ``seed`` and ranges give the same study.
+
+    Args:
+        seed: any non-negative integer.
+        **ranges: overrides of :data:`DEFAULT_RANGES` (a (lo, hi) tuple is sampled, a
+            scalar fixes the value), e.g. ``in_plane_spacing_mm=2.0``,
+            ``slice_thickness_mm=(3, 7)``, ``lesion_volume_ml=(1, 20)``,
+            ``lesion_kind="embolic"``, ``adc_unit="mm2/s"``, ``skull_stripped=True``.
+    Returns:
+        A :class:`SyntheticStudy`; ``params["lesion"]["volume_ml"]`` is the mask volume.
+    Raises:
+        BadInputError: the arterial atlas (training-time data) is absent.
+    """
+    options = _check_ranges(ranges)
+    rng = np.random.default_rng([int(seed), 20261122])
+    template = load_tissue_template()
+    territories = load_territories()
+    head_distance = load_head_distance()
+    params: dict[str, Any] = {"seed": int(seed)}
+
+    # 1. acquisition
+    in_plane = _draw(rng, options["in_plane_spacing_mm"])
+    thickness = _draw(rng, options["slice_thickness_mm"])
+    gap = _draw(rng, options["slice_gap_mm"]) if thickness > 2.5 else 0.0
+    oblique = bool(rng.random() < options["oblique_probability"])
+    tilt = _draw(rng, options["tilt_deg"]) if oblique else 0.0
+    b_value = _draw(rng, options["b_value"])
+    unit = options["adc_unit"] or str(rng.choice(ADC_UNITS))
+    skull_stripped = (
+        bool(options["skull_stripped"]) if options["skull_stripped"] is not None
+        else bool(rng.random() < options["skull_stripped_probability"])
+    )
+    subject = _make_subject(rng, template.affine)
+    # brain centre in scanner LPS, plus FOV/coverage cropping offsets
+    centre_ras = subject.centre_ras + subject.shift_mm
+    centre_lps = centre_ras * np.asarray([-1.0, -1.0, 1.0]) + rng.uniform(-1, 1, 3) * np.asarray([6.0, 8.0, 12.0])
+    geometry = make_geometry(
+        rng, centre_lps, in_plane, thickness, gap, tilt,
+        fov_mm=_draw(rng, options["fov_mm"]), coverage_mm=_draw(rng, options["coverage_mm"]),
+        flip_j=bool(rng.random() < 0.5),
+    )
+    params.update(in_plane_spacing_mm=in_plane, slice_thickness_mm=thickness, slice_gap_mm=gap,
+                  oblique=oblique, tilt_deg=tilt, b_value=b_value, adc_unit=unit, skull_stripped=skull_stripped)
+
+    # 4. infarct and look-alikes, on the template
+    kind = options["lesion_kind"]
+    if kind is None:
+        kind = "none" if rng.random() < options["lesion_free_probability"] else choose_kind(rng, options["lesion_volume_ml"])
+    lesion: CroppedField | None = None
+    lesion_depth: CroppedField | None = None
+    if kind != "none":
+        volume_ml = sample_volume_ml(rng, kind, options["lesion_volume_ml"])
+        lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories)
+        # depth inside the lesion: ~0 at the rim, ~1 in the core (core/rim ADC gradient)
+        depth = ndimage.gaussian_filter(lesion.values, rng.uniform(1.0, 3.0))
+        lesion_depth = CroppedField(np.clip(2.0 * depth - 0.2, 0.0, 1.0), lesion.start, lesion.stride)
+        params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
+                            "territories": plan.territories, "components": plan.components}
+    else:
+        params["lesion"] = {"kind": "none", "template_volume_ml": 0.0, "territories": [], "components": 0}
+    tissue_mask = (template.gm + template.wm) > 0.5
+    old_infarct = None
+    if rng.random() < 0.3:
+        old_kind = str(rng.choice(["territorial", "lacunar"]))
+        old_infarct, old_plan = draw_lesion(rng, old_kind, sample_volume_ml(rng, old_kind, (0.05, 60.0)),
+                                            template.gm, template.wm, territories)
+        params["old_infarct"] = {"kind": old_kind, "volume_ml": old_plan.volume_ml, "territories": old_plan.territories}
+    wm_hyperintensity = None
+    if rng.random() < 0.5:
+        deep_wm = (template.wm > 0.7) & (head_distance < -12.0)
+        wm_hyperintensity = scatter_blobs(rng, deep_wm, template.gm, int(rng.integers(1, 12)),
+                                          float(np.exp(rng.uniform(np.log(0.2), np.log(15.0)))), gm_preference=0.0)
+        params["wm_hyperintensity"] = True
+    artefact = None
+    if rng.random() < 0.6:
+        # susceptibility pile-up: orbitofrontal and temporal base, near the brain surface
+        base = np.argwhere(_skull_base_region())
+        picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))]
+        artefact = _blob_field(rng, picks.astype(np.float32), rng.uniform(3.0, 9.0, len(picks)), template.gm.shape)
+        params["susceptibility"] = len(picks)
+
+    # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
+    adc_gm, adc_wm, adc_csf = rng.uniform(0.78, 0.95), rng.uniform(0.66, 0.82), rng.uniform(2.8, 3.3)
+    s0_gm, s0_wm, s0_csf = rng.uniform(1.1, 1.7), 1.0, rng.uniform(1.8, 3.2)
+    s0_scalp, adc_scalp = rng.uniform(0.2, 0.9), rng.uniform(0.6, 1.6)
+    relative_adc = _draw(rng, options["relative_adc"])
+    rim_fraction = rng.uniform(0.3, 0.8)  # rim lowers ADC by this fraction of the core's drop
+    t2_shine = _draw(rng, options["t2_shine_through"])
+    atrophy = rng.uniform(0.0, 0.5)
+    old_fill, wmh_t2, wmh_adc = rng.uniform(0.4, 0.9), rng.uniform(0.3, 1.0), rng.uniform(0.1, 0.5)
+    artefact_gain = rng.uniform(0.5, 2.5)
+    scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
+    params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf,
+                  relative_adc=relative_adc, rim_fraction=rim_fraction, t2_shine_through=t2_shine, atrophy=atrophy)
+
+    tissue_channels, territory_channel = _template_channels()
+    head_box = _head_box()
+    ni, nj, nk = geometry.size_ijk
+    shape = (nk, nj, ni)
+    s0 = np.zeros(shape, np.float32)
+    sb = np.zeros(shape, np.float32)
+    fractions = np.zeros((4, *shape), np.float32)  # background, CSF, GM, WM
+    lesion_fraction = np.zeros(shape, np.float32)
+    territory_map = np.zeros(shape, np.int16)
+    texture_s0 = 1.0 + rng.uniform(0.02, 0.07) * smooth_noise(rng, shape, 1.5)
+    texture_adc = 1.0 + rng.uniform(0.02, 0.06) * smooth_noise(rng, shape, 1.5)
+    lesion_texture = 1.0 + rng.uniform(0.05, 0.2) * smooth_noise(rng, shape, 1.0)
+    for k in range(nk):
+        ijk = _lattice_template_index(subject, geometry, k)  # (3, s, nj, ni)
+        n_sub = ijk.shape[1]
+        ijk_all = ijk.reshape(3, -1)
+        # only points inside the head's bounding box carry signal; skip the rest
+        head = np.all((ijk_all >= head_box[0][:, None]) & (ijk_all <= head_box[1][:, None]), axis=0)
+        ijk = ijk_all[:, head]
+        gm, wm, csf, distance = sample_channels(tissue_channels, ijk)
+        # atrophy: grey matter at its CSF boundary turns into CSF (wider sulci)
+        shrink = atrophy * gm * np.clip(1.0 - gm - wm, 0.0, 1.0) * 2.0
+        gm, csf = gm - shrink, csf + shrink
+        adc_g = np.full_like(gm, adc_gm)
+        adc_w = np.full_like(gm, adc_wm)
+        s0_g = np.full_like(gm, s0_gm)
+        s0_w = np.full_like(gm, s0_wm)
+        if old_infarct is not None:
+            old = old_infarct.sample(ijk) * old_fill
+            csf = csf + old * (gm + wm)
+            gm, wm = gm * (1 - old), wm * (1 - old)
+            adc_g, adc_w = adc_g * (1 + old), adc_w * (1 + old)  # gliosis
+        if wm_hyperintensity is not None:
+            wmh = wm_hyperintensity.sample(ijk)
+            s0_w = s0_w * (1 + wmh_t2 * wmh)
+            adc_w = adc_w * (1 + wmh_adc * wmh)
+        lesion_here = np.zeros_like(gm)
+        if lesion is not None:
+            lesion_here = lesion.sample(ijk)
+            depth = lesion_depth.sample(ijk)
+            severity = lesion_here * (rim_fraction + (1.0 - rim_fraction) * depth)
+            severity = np.clip(severity * np.repeat(lesion_texture[k][None], n_sub, 0).ravel()[head], 0.0, 1.0)
+            drop = 1.0 - (1.0 - relative_adc) * severity
+            adc_g, adc_w = adc_g * drop, adc_w * drop
+            s0_g, s0_w = s0_g * (1 + t2_shine * severity), s0_w * (1 + t2_shine * severity)
+        tex_s0 = np.repeat(texture_s0[k][None], n_sub, 0).ravel()[head]
+        tex_adc = np.repeat(texture_adc[k][None], n_sub, 0).ravel()[head]
+        bk = b_value / 1000.0  # ADC in 1e-3 mm^2/s times b in s/mm^2
+        signal_0 = (gm * s0_g + wm * s0_w) * tex_s0 + csf * s0_csf
+        signal_b = (gm * s0_g * np.exp(-bk * adc_g * tex_adc) + wm * s0_w * np.exp(-bk * adc_w * tex_adc)) * tex_s0 \
+            + csf * s0_csf * np.exp(-bk * adc_csf)
+        if not skull_stripped:
+            scalp = ((distance > scalp_inner) & (distance < scalp_outer)).astype(np.float32) * np.clip(1.0 - gm - wm - csf, 0, 1)
+            signal_0 = signal_0 + scalp * s0_scalp
+            signal_b = signal_b + scalp * s0_scalp * np.exp(-bk * adc_scalp)
+        if artefact is not None:
+            gain = 1.0 + artefact_gain * artefact.sample(ijk)
+            signal_0, signal_b = signal_0 * gain, signal_b * gain
+        weights = geometry.slab_weights
+
+        def average(values: np.ndarray, outside: float = 0.0) -> np.ndarray:
+            full = np.full(head.shape, outside, dtype=np.float32)
+            full[head] = values
+            return np.tensordot(weights, full.reshape(n_sub, nj, ni), axes=1)
+
+        s0[k], sb[k] = average(signal_0), average(signal_b)
+        background = np.clip(1.0 - gm - wm - csf, 0.0, 1.0)
+        fractions[:, k] = [average(background, 1.0), average(csf), average(gm), average(wm)]
+        lesion_fraction[k] = average(lesion_here * np.clip((gm + wm) * 2.0, 0.0, 1.0))
+        centre = ijk_all.reshape(3, n_sub, nj, ni)[:, n_sub // 2]
+        territory_map[k] = sample_channels(territory_channel, centre.reshape(3, -1), mode="nearest").reshape(nj, ni)
+
+    brain_fraction = fractions[1:].sum(axis=0)
+    # edge patches where b0 and b1000 are misregistered: low ADC, unchanged DWI
+    if rng.random() < 0.5:
+        edge = (brain_fraction > 0.1) & (brain_fraction < 0.9)
+        edge = ndimage.binary_dilation(edge, iterations=1)
+        patches = edge & (smooth_noise(rng, shape, 2.0) > rng.uniform(0.5, 1.5))
+        s0 = s0 * np.where(patches, 1.0 - rng.uniform(0.1, 0.35), 1.0).astype(np.float32)
+        params["edge_patches"] = True
+    # in-plane PSF (EPI blurring), bias field, noise
+    psf = rng.uniform(0.0, 0.7)
+    if psf > 0.05:
+        s0 = ndimage.gaussian_filter(s0, (0, psf, psf))
+        sb = ndimage.gaussian_filter(sb, (0, psf, psf))
+    bias = np.exp(rng.uniform(0.05, 0.3) * smooth_noise(rng, shape, 12.0 / in_plane * 4))
+    s0, sb = s0 * bias, sb * bias
+    sigma = 1.0 / _draw(rng, options["snr_b0"])
+    averages = int(rng.integers(1, 4))
+    s0_noisy = rician(rng, s0, sigma)
+    sb_noisy = rician(rng, sb, sigma / np.sqrt(averages * 3.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        adc = np.log(np.maximum(s0_noisy, 1e-6) / np.maximum(sb_noisy, 1e-6)) / (b_value / 1000.0)
+    adc = np.clip(adc, 0.0, 4.5).astype(np.float32)
+    if skull_stripped:
+        keep = brain_fraction > rng.uniform(0.3, 0.6)
+    else:
+        keep = s0_noisy > rng.uniform(0.1, 0.25) * float(np.median(s0[brain_fraction > 0.5]) if (brain_fraction > 0.5).any() else 1.0)
+    adc = np.where(keep, adc, 0.0).astype(np.float32)
+    dwi = sb_noisy * rng.uniform(100.0, 2000.0)
+    if skull_stripped:
+        dwi = np.where(keep, dwi, 0.0)
+    dwi = dwi.astype(np.float32)
+    mask = ((lesion_fraction >= 0.5) & (brain_fraction > 0.5)).astype(np.uint8)
+    tissue = np.argmax(fractions, axis=0).astype(np.uint8)
+    tissue[brain_fraction < 0.5] = 0
+    canonical_adc = Volume(adc, geometry.spacing_mm, geometry.origin_mm, geometry.direction)
+    eadc = eadc_from_adc(canonical_adc, b_value).array  # the library's one eADC rule (0 = no data)
+
+    def volume(array: np.ndarray) -> Volume:
+        return Volume(array, geometry.spacing_mm, geometry.origin_mm, geometry.direction)
+
+    voxel_ml = float(np.prod(geometry.spacing_mm)) / 1000.0
+    params["lesion"]["volume_ml"] = float(mask.sum()) * voxel_ml
+    params["lesion"]["components"] = int(ndimage.label(mask)[1]) if mask.any() else 0
+    return SyntheticStudy(
+        dwi=volume(dwi),
+        adc=volume((adc / ADC_UNIT_TO_CANONICAL[unit]).astype(np.float32)),
+        eadc=volume(eadc),
+        mask=volume(mask),
+        tissue=volume(tissue),
+        territory=volume(territory_map),
+        b_value=b_value,
+        adc_unit=unit,
+        params=params,
+    )

@@ -1,0 +1,148 @@
+"""The synthetic stroke DWI generator: geometry, units, determinism, lesions, contrasts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL
+from LambdaSegmentLib.synthesis import ADC_UNITS, generate
+from LambdaSegmentLib.synthesis.template import ATLAS_ENV, MAJOR_TERRITORY, load_territories, load_tissue_template
+
+# Small, quick studies: 2 mm in-plane, moderate FOV.
+SMALL = {"in_plane_spacing_mm": 2.0, "fov_mm": (200.0, 200.0), "coverage_mm": (130.0, 130.0)}
+
+
+def canonical_adc(study) -> np.ndarray:
+    """ADC in 1e-3 mm^2/s whatever unit the study stores it in."""
+    return study.adc.array * ADC_UNIT_TO_CANONICAL[study.adc_unit]
+
+
+@pytest.fixture(scope="module")
+def territorial():
+    return generate(11, **SMALL, slice_thickness_mm=3.0, lesion_kind="territorial", lesion_volume_ml=(8.0, 30.0),
+                    skull_stripped=True)
+
+
+@pytest.fixture(scope="module")
+def shower():
+    return generate(12, **SMALL, slice_thickness_mm=2.0, lesion_kind="embolic", lesion_volume_ml=(2.0, 10.0))
+
+
+def test_same_seed_gives_the_same_study_and_another_seed_another():
+    first, again = generate(3, **SMALL, slice_thickness_mm=6.0), generate(3, **SMALL, slice_thickness_mm=6.0)
+    other = generate(4, **SMALL, slice_thickness_mm=6.0)
+    for name in ("dwi", "adc", "eadc", "mask"):
+        assert np.array_equal(getattr(first, name).array, getattr(again, name).array), name
+    assert first.params == again.params
+    assert first.dwi.array.shape != other.dwi.array.shape or not np.array_equal(first.dwi.array, other.dwi.array)
+
+
+def test_requested_spacing_axial_orientation_and_unit_hold():
+    study = generate(5, in_plane_spacing_mm=1.5, slice_thickness_mm=4.0, slice_gap_mm=1.0, oblique_probability=0.0,
+                     fov_mm=(180.0, 180.0), coverage_mm=(100.0, 100.0), adc_unit="1e-6 mm2/s")
+    assert study.dwi.spacing_mm == pytest.approx((1.5, 1.5, 5.0))  # slice distance = thickness + gap
+    assert study.params["slice_thickness_mm"] == pytest.approx(4.0)
+    assert abs(study.dwi.direction[2, 2]) == pytest.approx(1.0)  # k runs superior-inferior: axial
+    for name in ("adc", "eadc", "mask", "tissue", "territory"):
+        volume = getattr(study, name)
+        assert volume.spacing_mm == study.dwi.spacing_mm and volume.origin_mm == study.dwi.origin_mm
+        assert np.array_equal(volume.direction, study.dwi.direction) and volume.array.shape == study.dwi.array.shape
+    assert study.adc_unit == "1e-6 mm2/s"
+    tissue = study.tissue.array >= 2
+    assert 600 < np.median(study.adc.array[tissue]) < 1200  # normal GM/WM ~0.7-0.9e-3 mm^2/s, in 1e-6 units
+
+
+def test_oblique_stack_is_tilted_by_the_requested_angle():
+    study = generate(6, **SMALL, slice_thickness_mm=5.0, oblique_probability=1.0, tilt_deg=20.0)
+    slice_normal = study.dwi.direction[:, 2]
+    angle = np.degrees(np.arccos(abs(slice_normal[2])))
+    assert 15.0 < angle < 30.0
+    assert study.params["oblique"] and study.params["tilt_deg"] == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("unit", ADC_UNITS)
+def test_adc_is_stored_in_the_requested_unit_and_eadc_is_exp_minus_b_adc(unit):
+    study = generate(7, **{**SMALL, "coverage_mm": (60.0, 60.0)}, slice_thickness_mm=7.0, adc_unit=unit)
+    adc = canonical_adc(study)
+    tissue = study.tissue.array >= 2
+    assert 0.6 < np.median(adc[tissue]) < 1.2
+    expected = np.exp(-study.b_value * adc[tissue] / 1000.0)
+    assert np.allclose(study.eadc.array[tissue], expected, atol=1e-4)
+    assert 800 <= study.b_value <= 1000
+
+
+def test_territorial_lesion_volume_is_within_the_requested_range(territorial):
+    mask_ml = territorial.mask.array.sum() * territorial.mask.voxel_volume_mm3 / 1000
+    assert territorial.params["lesion"]["volume_ml"] == pytest.approx(mask_ml)
+    # drawn within 8-30 mL on the template; slab partial volume moves the mask a little
+    assert 8.0 * 0.8 <= mask_ml <= 30.0 * 1.2
+
+
+def test_lacune_is_small_and_deep():
+    study = generate(13, **SMALL, slice_thickness_mm=2.0, lesion_kind="lacunar", lesion_volume_ml=(0.3, 1.5))
+    mask_ml = study.params["lesion"]["volume_ml"]
+    assert 0.3 * 0.6 <= mask_ml <= 1.5 * 1.4
+    assert study.params["lesion"]["territories"][0] in (3, 4, 5, 6, 21, 22, 23, 24, 25, 26)
+
+
+def test_lesions_lie_in_brain_tissue_of_their_territory(territorial):
+    mask = territorial.mask.array > 0
+    assert mask.any()
+    assert np.all(territorial.tissue.array[mask] >= 1)  # never in background
+    assert np.mean(territorial.tissue.array[mask] >= 2) > 0.9  # GM or WM, not CSF
+    labels = territorial.territory.array[mask]
+    (territory,) = territorial.params["lesion"]["territories"]
+    assert np.mean(labels == territory) > 0.85  # boundary voxels may sample the neighbour
+
+
+def test_an_embolic_shower_has_many_components_in_one_hemisphere(shower):
+    lesion = shower.params["lesion"]
+    assert lesion["components"] >= 3
+    territories = lesion["territories"]
+    assert len({label % 2 for label in territories}) == 1  # odd labels left, even right
+    labels = shower.territory.array[shower.mask.array > 0]
+    assert np.mean(np.isin(labels, territories)) > 0.8
+
+
+def test_lesion_contrast_matches_the_stated_ranges(territorial):
+    adc = canonical_adc(territorial)
+    dwi = territorial.dwi.array
+    mask = territorial.mask.array > 0
+    normal = (territorial.tissue.array >= 2) & ~mask
+    relative_adc = np.median(adc[mask]) / np.median(adc[normal])
+    relative_dwi = np.median(dwi[mask]) / np.median(dwi[normal])
+    # core 0.45-0.8 of normal; masks include rim and partial volume (expert masks do too)
+    assert 0.4 < relative_adc < 0.9
+    assert 1.2 < relative_dwi < 3.2
+    core = mask & (adc < np.percentile(adc[mask], 25))
+    assert 0.35 < np.median(adc[core]) < 0.7  # the core reaches the clinical infarct ADC
+
+
+def test_lesion_free_study_has_an_empty_mask():
+    study = generate(8, **{**SMALL, "coverage_mm": (60.0, 60.0)}, slice_thickness_mm=6.0, lesion_kind="none")
+    assert study.mask.array.sum() == 0 and study.params["lesion"]["kind"] == "none"
+
+
+def test_territories_are_registered_onto_the_template_brain():
+    template = load_tissue_template()
+    territories = load_territories()
+    brain = (template.gm + template.wm) > 0.5
+    arterial = (territories > 0) & (territories <= 30)
+    assert np.mean(arterial[brain] | (territories[brain] > 30)) > 0.95  # almost all brain has a territory
+    assert np.mean(brain[arterial]) > 0.8  # territories sit on the brain
+    # left territories (odd labels) lie at negative RAS x
+    x = np.nonzero(territories == 7)[0] * template.affine[0, 0] + template.affine[0, 3]
+    assert np.mean(x) < -10 and MAJOR_TERRITORY[7] == "MCA"
+
+
+def test_missing_atlas_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv(ATLAS_ENV, str(tmp_path / "nowhere" / "ArterialAtlas.nii.gz"))
+    with pytest.raises(BadInputError, match="arterial-territory atlas"):
+        generate(0, **SMALL)
+
+
+def test_unknown_option_is_refused():
+    with pytest.raises(ValueError, match="unknown synthesis option"):
+        generate(0, slice_thickness=5.0)
