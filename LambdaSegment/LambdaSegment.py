@@ -506,8 +506,11 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             return _("Select the ADC or eADC map."), ""
         if self.missingPythonPackages():
             return "", _("Python packages will be installed on the first run.")
+        import LambdaSegmentLib.inference as inference
         from LambdaSegmentLib.slicer_job import build_study
 
+        if self.modelPackageDir is None and not (inference.BUNDLED_PACKAGE / "manifest.json").exists():
+            return _("No trained model is installed with this extension ({path}).").format(path=inference.BUNDLED_PACKAGE), ""
         try:
             dwi, second = self.readInputs(dwiVolumeNode, adcVolumeNode)
             study = build_study(dwi, second, kind=adcKind, adc_unit=adcUnit, second_name=adcVolumeNode.GetName())

@@ -195,6 +195,15 @@ def test_adc_units_and_eadc_are_recognised(logic, study, mrml):
     assert logic.describeInputs(dwi, eadc, adcKind="adc")[0]  # overriding the detection as ADC is refused by the unit check
 
 
+def test_without_a_bundled_model_the_button_stays_disabled_and_says_why(lambda_segment_module, study, monkeypatch, tmp_path):
+    import LambdaSegmentLib.inference as inference
+
+    monkeypatch.setattr(inference, "BUNDLED_PACKAGE", tmp_path / "not-installed")
+    dwi, adc, _visit = study
+    problem, _detected = lambda_segment_module.LambdaSegmentLogic().describeInputs(dwi, adc)
+    assert "No trained model is installed" in problem
+
+
 def test_the_background_job_gives_the_same_segment_as_the_direct_run(logic, study, mrml, untrained_package):
     """The widget's path: a child process polled until done (the QTimer is the widget's; here a loop).
 
