@@ -22,6 +22,8 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..errors import BadInputError
+from .dicom import itk_reason as _itk_reason
+from .dicom import read_dicom_series
 from .volume import Volume
 
 #: Voxel spacings outside this range (mm) are refused as corrupt geometry.
@@ -32,9 +34,6 @@ NIFTI_SUFFIXES = (".nii", ".nii.gz")
 SEGMENTATION_SUFFIX = ".seg.nrrd"
 ACCEPTED = "NIfTI (.nii, .nii.gz), NRRD (.nrrd, .seg.nrrd), MetaImage (.mha) or a DICOM series folder"
 
-DICOM_SERIES_DESCRIPTION_TAG = "0008|103e"
-DICOM_IMAGE_POSITION_TAG = "0020|0032"
-DICOM_IMAGE_ORIENTATION_TAG = "0020|0037"
 
 
 def read_volume(path: str | Path, *, series: str | None = None) -> Volume:
@@ -57,26 +56,37 @@ def read_volume(path: str | Path, *, series: str | None = None) -> Volume:
     path = Path(path)
     if str(path).lower().endswith(SEGMENTATION_SUFFIX) and path.is_file():
         return _read_segmentation(path, segment_name=series)
-    image = read_image(path, series=series)
+    image, bvalues = read_image_and_bvalues(path, series=series)
+    if bvalues is not None:
+        raise BadInputError(
+            path,
+            f"the DICOM series holds {len(bvalues)} b-values ({', '.join(f'{b:g}' for b in bvalues)}) at every slice "
+            "position; load it as the DWI of a study (load_study(dwi=...) / --dwi), which picks b0 and b1000",
+        )
     return volume_from_image(image, path)
 
 
-def read_image(path: str | Path, *, series: str | None = None) -> sitk.Image:
+def read_image_and_bvalues(path: str | Path, *, series: str | None = None) -> tuple[sitk.Image, list[float] | None]:
     """Read and check a 3D or 4D scalar image as a SimpleITK image (the 4D case is for multi-b DWI).
 
     Checks everything :func:`read_volume` checks except the dimension being 3.
+
+    Returns:
+        The image, and the b-values (s/mm²) of its 4th axis when they come from DICOM tags
+        (a series holding several b-values at each position); None otherwise.
     """
     path = Path(path)
     if not path.exists():
         raise BadInputError(path, "file not found")
+    bvalues = None
     if path.is_dir():
-        image = _read_dicom_folder(path, series)
+        image, bvalues = read_dicom_series(path, series)
     elif series is not None:
         raise BadInputError(path, f"series={series!r} applies to DICOM folders (and segment names to .seg.nrrd files), not to this file")
     else:
         image = _read_file(path)
     _check_image(image, path)
-    return image
+    return image, bvalues
 
 
 def volume_from_image(image: sitk.Image, source: str | Path) -> Volume:
@@ -88,15 +98,6 @@ def volume_from_image(image: sitk.Image, source: str | Path) -> Volume:
             "(load_study(..., bvalues=...) / --bvalues) so b0 and b1000 can be picked",
         )
     return Volume.from_sitk(image)
-
-
-def _itk_reason(error: Exception) -> str:
-    """The informative last part of an ITK/SimpleITK exception message, on one line."""
-    text = str(error)
-    match = re.search(r"(?:sitk::ERROR|ITK ERROR)[^:]*:\s*(.*)", text, flags=re.S)
-    reason = match.group(1) if match else text
-    reason = " ".join(line.strip() for line in reason.splitlines() if line.strip())
-    return reason[:300]
 
 
 def _read_file(path: Path) -> sitk.Image:
@@ -135,98 +136,6 @@ def _check_nifti_with_nibabel(path: Path) -> None:
         bad = ~np.isfinite(data)
         if bad.any():
             raise BadInputError(path, f"has {int(bad.sum())} NaN/Inf voxels")
-
-
-def _read_dicom_folder(folder: Path, series: str | None) -> sitk.Image:
-    """Read one DICOM series from a folder, choosing it by UID or description when there are several."""
-    try:
-        series_uids = list(sitk.ImageSeriesReader.GetGDCMSeriesIDs(str(folder)))
-    except RuntimeError as error:
-        raise BadInputError(folder, f"cannot be scanned for DICOM series: {_itk_reason(error)}") from None
-    if not series_uids:
-        raise BadInputError(folder, f"is a folder without a DICOM series (expected {ACCEPTED})")
-    descriptions = {uid: _series_description(folder, uid) for uid in series_uids}
-    listing = "; ".join(f"{uid} ({descriptions[uid] or 'no description'})" for uid in series_uids)
-    if series is None:
-        if len(series_uids) > 1:
-            raise BadInputError(folder, f"holds {len(series_uids)} DICOM series, choose one by UID or description: {listing}")
-        chosen = series_uids[0]
-    else:
-        matches = [uid for uid in series_uids if uid == series]
-        if not matches:
-            matches = [uid for uid in series_uids if descriptions[uid].strip().lower() == series.strip().lower()]
-        if len(matches) != 1:
-            problem = "no" if not matches else f"{len(matches)}"
-            raise BadInputError(folder, f"{problem} DICOM series match {series!r}; the series are: {listing}")
-        chosen = matches[0]
-    file_names = sitk.ImageSeriesReader.GetGDCMSeriesFileNames(str(folder), chosen)
-    _check_slice_positions(folder, file_names)
-    reader = sitk.ImageSeriesReader()
-    reader.SetFileNames(file_names)
-    try:
-        image = reader.Execute()
-    except RuntimeError as error:
-        raise BadInputError(folder, f"DICOM series {chosen} cannot be read: {_itk_reason(error)}") from None
-    return image
-
-
-def _series_description(folder: Path, uid: str) -> str:
-    first = sitk.ImageSeriesReader.GetGDCMSeriesFileNames(str(folder), uid)[0]
-    reader = sitk.ImageFileReader()
-    reader.SetFileName(first)
-    try:
-        reader.ReadImageInformation()
-    except RuntimeError:
-        return ""
-    return reader.GetMetaData(DICOM_SERIES_DESCRIPTION_TAG).strip() if reader.HasMetaDataKey(DICOM_SERIES_DESCRIPTION_TAG) else ""
-
-
-def _check_slice_positions(folder: Path, file_names: tuple[str, ...]) -> None:
-    """Refuse a series whose slices are not one evenly spaced stack.
-
-    SimpleITK would stack several images at one position (e.g. b0 and b1000 in one
-    series) as if they were slices, and give a series with a missing slice one average
-    spacing; both give a wrong geometry without an error.
-    """
-    positions, normal = [], None
-    for name in file_names:
-        reader = sitk.ImageFileReader()
-        reader.SetFileName(name)
-        try:
-            reader.ReadImageInformation()
-        except RuntimeError:
-            continue
-        if reader.HasMetaDataKey(DICOM_IMAGE_POSITION_TAG):
-            try:
-                positions.append([float(v) for v in reader.GetMetaData(DICOM_IMAGE_POSITION_TAG).split("\\")])
-            except ValueError:
-                continue
-        if normal is None and reader.HasMetaDataKey(DICOM_IMAGE_ORIENTATION_TAG):
-            try:
-                cosines = [float(v) for v in reader.GetMetaData(DICOM_IMAGE_ORIENTATION_TAG).split("\\")]
-                normal = np.cross(cosines[:3], cosines[3:6])
-            except (ValueError, IndexError):
-                pass
-    if len(positions) < 2:
-        return
-    points = np.round(np.asarray(positions), 3)
-    unique = len({tuple(p) for p in points})
-    if unique < len(points):
-        raise BadInputError(
-            folder,
-            f"the DICOM series has {len(points)} images at only {unique} slice positions "
-            "(several b-values or repetitions in one series); export b0 and b1000 as separate series or as 4D NIfTI with b-values",
-        )
-    if normal is None or not np.linalg.norm(normal) > 0:
-        return
-    distances = np.sort(points @ (normal / np.linalg.norm(normal)))
-    gaps = np.diff(distances)
-    if gaps.max() - gaps.min() > max(0.01 * float(np.median(gaps)), 0.01):
-        raise BadInputError(
-            folder,
-            f"the DICOM slices are not evenly spaced (gaps from {gaps.min():.3g} to {gaps.max():.3g} mm): "
-            "a missing slice, or images from several stacks in one series",
-        )
 
 
 def _check_image(image: sitk.Image, source: Path) -> None:

@@ -27,7 +27,7 @@ from ..errors import BadInputError
 from . import units
 from .foreground import brain_foreground
 from .grid import grid_differences, overlap, resample_onto
-from .reading import _check_image, read_image, volume_from_image
+from .reading import _check_image, read_image_and_bvalues, volume_from_image
 from .volume import Volume
 
 MEMORY = "<memory>"
@@ -101,7 +101,9 @@ def load_study(
     if dwi_input is None:
         raise BadInputError(None, "a DWI (b≈1000 trace) image is required")
 
-    dwi_image, labels[dwi_role] = _load(dwi_input, dwi_role)
+    dwi_image, labels[dwi_role], tag_bvalues = _load(dwi_input, dwi_role)
+    if tag_bvalues is not None and bvalues is None:
+        bvalues = tag_bvalues  # a DICOM series holding several b-values carries them in its tags
     b0_volume: Volume | None = None
     if isinstance(dwi_image, sitk.Image) and dwi_image.GetDimension() == 4:
         if bvalues is None:
@@ -122,7 +124,7 @@ def load_study(
     for role, given in (("adc", adc), ("eadc", eadc), ("b0", b0)):
         if given is None:
             continue
-        image, labels[role] = _load(given, role)
+        image, labels[role], _ = _load(given, role)
         volume = volume_from_image(image, labels[role]) if isinstance(image, sitk.Image) else image
         volume = _check_not_empty(volume, labels[role])
         second[role] = _on_dwi_grid(volume, dwi_volume, role, labels[role], labels[dwi_role], resample_to_dwi)
@@ -153,15 +155,17 @@ def load_study(
     return Study(dwi_volume, adc_volume, eadc_volume, float(b_value), unit, sources)
 
 
-def _load(given: ImageInput, role: str) -> tuple[Volume | sitk.Image, str]:
-    """A Volume (in memory, checked) or a SimpleITK image read from disk, with its label for messages."""
+def _load(given: ImageInput, role: str) -> tuple[Volume | sitk.Image, str, list[float] | None]:
+    """A Volume (in memory, checked) or a SimpleITK image read from disk, its label for
+    messages, and the b-values of a multi-b DICOM series (else None)."""
     if isinstance(given, Volume):
         label = f"{MEMORY} ({role})"
         _check_image(given.to_sitk(), Path(label))
-        return given, label
+        return given, label, None
     if not isinstance(given, (str, Path)):
         raise BadInputError(None, f"{role} must be a path or a Volume, got {type(given).__name__}")
-    return read_image(given), str(given)
+    image, bvalues = read_image_and_bvalues(given)
+    return image, str(given), bvalues
 
 
 def _check_not_empty(volume: Volume, source: str) -> Volume:

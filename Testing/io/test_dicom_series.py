@@ -9,12 +9,21 @@ import pytest
 import SimpleITK as sitk
 
 from LambdaSegmentLib.errors import BadInputError
-from LambdaSegmentLib.io import Volume, read_volume
+from LambdaSegmentLib.io import Volume, load_study, read_volume
 
 STUDY_UID = "1.2.826.0.1.3680043.8.498.1"
 
 
-def write_dicom_series(volume: Volume, folder: Path, *, series_uid: str, description: str, slice_thickness_mm: float) -> None:
+def write_dicom_series(
+    volume: Volume,
+    folder: Path,
+    *,
+    series_uid: str,
+    description: str,
+    slice_thickness_mm: float,
+    b_value: float | None = None,
+    first_instance: int = 1,
+) -> None:
     """One file per slice, with the tags SimpleITK/GDCM need to rebuild the geometry."""
     folder.mkdir(parents=True, exist_ok=True)
     image = sitk.Cast(volume.to_sitk(), sitk.sitkInt16)
@@ -27,19 +36,21 @@ def write_dicom_series(volume: Volume, folder: Path, *, series_uid: str, descrip
         tags = {
             "0008|0060": "MR",
             "0008|0016": "1.2.840.10008.5.1.4.1.1.4",
-            "0008|0018": f"{series_uid}.{k + 1}",
+            "0008|0018": f"{series_uid}.{first_instance + k}",
             "0020|000d": STUDY_UID,
             "0020|000e": series_uid,
             "0008|103e": description,
-            "0020|0013": str(k + 1),
+            "0020|0013": str(first_instance + k),
             "0020|0032": "\\".join(f"{p:.6f}" for p in position),
             "0020|0037": "\\".join(f"{d:.6f}" for d in (direction[0], direction[3], direction[6], direction[1], direction[4], direction[7])),
             "0018|0050": f"{slice_thickness_mm:g}",
             "0028|0030": f"{volume.spacing_mm[1]:g}\\{volume.spacing_mm[0]:g}",
         }
+        if b_value is not None:
+            tags["0018|9087"] = f"{b_value:g}"  # Diffusion b-value
         for tag, value in tags.items():
             slice_image.SetMetaData(tag, value)
-        writer.SetFileName(str(folder / f"{series_uid.split('.')[-1]}_{k:03d}.dcm"))
+        writer.SetFileName(str(folder / f"{series_uid.split('.')[-1]}_{first_instance + k:03d}.dcm"))
         writer.Execute(slice_image)
 
 
@@ -86,6 +97,27 @@ def test_series_holding_two_volumes_at_the_same_positions_is_refused(tmp_path, h
         path.rename(folder / f"b0_{path.name}")
     with pytest.raises(BadInputError, match="slice positions"):
         read_volume(folder)
+
+
+def test_series_with_b0_and_b1000_at_the_same_positions_is_split_by_b_value(tmp_path, head_phantom):
+    """Siemens TRACEW series hold b0 and b1000 images in one series; the b-value tags tell them apart."""
+    _, adc, _ = head_phantom()
+    brain = adc.array > 0
+    s0 = np.where(brain, 800.0, 0.0)
+    s1000 = np.round(s0 * np.exp(-adc.array))
+    folder = tmp_path / "tracew"
+    common = dict(series_uid="1.2.3.4.9", description="ep2d_diff_TRACEW", slice_thickness_mm=5)
+    write_dicom_series(adc.with_array(s0.astype(np.int16)), folder, b_value=0, **common)
+    write_dicom_series(adc.with_array(s1000.astype(np.int16)), folder, b_value=1000, first_instance=11, **common)
+
+    with pytest.raises(BadInputError, match=r"holds 2 b-values \(0, 1000\) at every slice position"):
+        read_volume(folder)
+    study = load_study(dwi=folder)
+    assert study.b_value == 1000 and study.adc_unit_detected == "b0+b1000"
+    np.testing.assert_array_equal(study.dwi.array, s1000)
+    expected_adc = np.log(s0[brain] / s1000[brain]) / 1000 * 1000  # ln(S0/Sb)/b in mm²/s → 10⁻³ mm²/s
+    np.testing.assert_allclose(study.adc.array[brain], expected_adc, atol=1e-5)
+    np.testing.assert_allclose(study.dwi.origin_mm, adc.origin_mm, atol=1e-4)
 
 
 def test_series_with_a_missing_slice_is_refused(tmp_path, head_phantom):
