@@ -15,7 +15,6 @@ voxel data are present, and that they are finite. Every problem becomes a
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +84,7 @@ def read_image_and_bvalues(path: str | Path, *, series: str | None = None) -> tu
         raise BadInputError(path, f"series={series!r} applies to DICOM folders (and segment names to .seg.nrrd files), not to this file")
     else:
         image = _read_file(path)
-    _check_image(image, path)
+    check_image(image, path)
     return image, bvalues
 
 
@@ -138,7 +137,7 @@ def _check_nifti_with_nibabel(path: Path) -> None:
             raise BadInputError(path, f"has {int(bad.sum())} NaN/Inf voxels")
 
 
-def _check_image(image: sitk.Image, source: Path) -> None:
+def check_image(image: sitk.Image, source: Path) -> None:
     """Dimension, voxel type, spacing and finiteness checks shared by all formats."""
     if image.GetNumberOfComponentsPerPixel() != 1:
         raise BadInputError(source, f"has {image.GetNumberOfComponentsPerPixel()} components per voxel; a scalar image is needed")

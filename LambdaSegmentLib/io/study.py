@@ -27,7 +27,7 @@ from ..errors import BadInputError
 from . import units
 from .foreground import brain_foreground
 from .grid import grid_differences, overlap, resample_onto
-from .reading import _check_image, read_image_and_bvalues, volume_from_image
+from .reading import check_image, read_image_and_bvalues, volume_from_image
 from .volume import Volume
 
 MEMORY = "<memory>"
@@ -160,7 +160,7 @@ def _load(given: ImageInput, role: str) -> tuple[Volume | sitk.Image, str, list[
     messages, and the b-values of a multi-b DICOM series (else None)."""
     if isinstance(given, Volume):
         label = f"{MEMORY} ({role})"
-        _check_image(given.to_sitk(), Path(label))
+        check_image(given.to_sitk(), Path(label))
         return given, label, None
     if not isinstance(given, (str, Path)):
         raise BadInputError(None, f"{role} must be a path or a Volume, got {type(given).__name__}")
