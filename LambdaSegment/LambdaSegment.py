@@ -536,7 +536,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         Args:
             dwiVolumeNode: DWI b≈1000 trace (vtkMRMLScalarVolumeNode).
             adcVolumeNode: ADC (mm²/s, 10⁻³ or 10⁻⁶ mm²/s) or eADC on the DWI grid.
-            adcKind: "auto" (from the node name, else the values), "adc" or "eadc".
+            adcKind: "auto" (eADC if the node name says so or the values lie in 0-1, else ADC), "adc" or "eadc".
             device: "auto", "cpu", "cuda", "cuda:N" or "mps".
             outputSegmentationNode: segmentation whose "Infarct" segment is replaced; None = a
                 new "<DWI name> infarct" segmentation.

@@ -46,18 +46,17 @@ Progress = Callable[[float, str], None]
 
 
 def guess_second_image_kind(volume: Volume, name: str = "") -> str:
-    """``"adc"`` or ``"eadc"`` for the image given beside the DWI, from its name, else its values.
+    """``"adc"`` or ``"eadc"`` for the image given beside the DWI, from its name and its values.
 
-    A name containing "eadc" or "exponential" means eADC; otherwise one containing "adc"
-    means ADC. Without a telling name: eADC when 99 % of the nonzero voxels are at most
-    1.05 and their median is at least 0.05 (ADC in 10^-3 mm^2/s has CSF near 3; ADC in
-    mm^2/s stays below 0.005; in 10^-6 mm^2/s it is in the hundreds).
+    A name containing "eadc" or "exponential" means eADC. Otherwise the values decide,
+    whatever the name says: eADC when 99 % of the nonzero voxels are at most 1.05 and their
+    median is at least 0.05 (ADC in 10^-3 mm^2/s has CSF near 3; ADC in mm^2/s stays below
+    0.005; in 10^-6 mm^2/s it is in the hundreds). The values win over a name such as
+    "ADC" because an eADC's brain median (~0.45) would pass as an ADC in 10^-3 mm^2/s.
     """
     lowered = name.lower()
     if "eadc" in lowered or "exponential" in lowered:
         return "eadc"
-    if "adc" in lowered:
-        return "adc"
     return "eadc" if values_look_like_eadc(volume) else "adc"
 
 

@@ -33,6 +33,12 @@ def test_a_telling_name_decides_the_kind(phantom, name, kind):
     assert guess_second_image_kind(adc, name) == kind
 
 
+def test_values_that_look_like_an_eadc_win_over_a_name_saying_adc(phantom):
+    _dwi, adc = phantom
+    eadc = adc.with_array(np.where(adc.array > 0, np.exp(-adc.array), 0).astype(np.float32))
+    assert guess_second_image_kind(eadc, "ADC") == "eadc"
+
+
 def test_without_a_telling_name_the_values_decide_the_kind(phantom):
     _dwi, adc = phantom
     eadc = adc.with_array(np.where(adc.array > 0, np.exp(-adc.array), 0).astype(np.float32))
