@@ -21,6 +21,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="resample an ADC/eADC/b0 on another grid onto the DWI grid instead of refusing it")
     parser.add_argument("--adc-unit", default="auto", choices=["auto", "mm2/s", "1e-3 mm2/s", "1e-6 mm2/s"],
                         help="unit of the ADC map (default: detected from the brain median)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32"],
+                        help="auto: bfloat16 autocast on CUDA, float32 elsewhere; fp32: float32 everywhere")
     parser.add_argument("--figure-format", default="png", choices=["png", "pdf"], help="format of the one-page report")
 
 
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
-                                            memory_budget_gb=args.memory_budget_gb)
+                                            memory_budget_gb=args.memory_budget_gb, precision=args.precision)
     for warning in caught:
         print(f"lambdasegment: warning: {warning.message}", file=sys.stderr)
     print(

@@ -162,6 +162,7 @@ def process_item(
     memory_budget_gb: float | None,
     figure_format: str,
     overwrite: bool,
+    precision: str = "auto",
 ) -> dict[str, Any]:
     """Segment one loaded case and move its finished folder into place; returns its summary row.
 
@@ -177,7 +178,8 @@ def process_item(
         if partial.exists():
             shutil.rmtree(partial)  # our own leftovers from an interrupted run
         partial.mkdir(parents=True)
-        segmentation = segment_study(item["study"], package, device=device, memory_budget_gb=memory_budget_gb)
+        segmentation = segment_study(item["study"], package, device=device, memory_budget_gb=memory_budget_gb,
+                                     precision=precision)
         report = write_case_outputs(case, item["study"], segmentation, package, case_outputs(partial, case, figure_format=figure_format))
         final = output_dir / case
         if final.exists() and overwrite:

@@ -85,6 +85,7 @@ def segment_case(
     device: str = "auto",
     memory_budget_gb: float | None = None,
     progress: Progress | None = None,
+    precision: str = "auto",
 ) -> tuple[dict[str, Any], Segmentation]:
     """Load, segment and write one case; returns its report and the segmentation."""
     from LambdaSegmentLib.io import load_study
@@ -97,7 +98,8 @@ def segment_case(
         adc_unit=inputs.adc_unit,
         resample_to_dwi=inputs.resample_to_dwi,
     )
-    segmentation = segment_study(study, package, device=device, memory_budget_gb=memory_budget_gb, progress=progress)
+    segmentation = segment_study(study, package, device=device, memory_budget_gb=memory_budget_gb, progress=progress,
+                                 precision=precision)
     report = write_case_outputs(case, study, segmentation, package, outputs)
     return report, segmentation
 

@@ -39,6 +39,7 @@ def predict_with_lightning(
     memory_budget_gb: float | None,
     figure_format: str,
     overwrite: bool,
+    precision: str = "auto",
 ) -> dict[str, dict[str, Any]] | None:
     """Segment ``cases`` through ``Trainer.predict``.
 
@@ -61,7 +62,7 @@ def predict_with_lightning(
 
         def predict_step(self, item: dict[str, Any], batch_idx: int) -> dict[str, Any]:
             return process_item(item, package, output_dir, device=str(self.device), memory_budget_gb=memory_budget_gb,
-                                figure_format=figure_format, overwrite=overwrite)
+                                figure_format=figure_format, overwrite=overwrite, precision=precision)
 
     accelerator = "cpu" if device == "cpu" else "auto"
     trainer = lightning.Trainer(

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io import Volume
 
 from .devices import describe_device, resolve_device
@@ -64,6 +65,7 @@ def predict_probability(
     device: torch.device,
     slabs: list[Slab] | None = None,
     progress: Progress | None = None,
+    precision: str = "auto",
 ) -> np.ndarray:
     """Infarct probability of a prepared stack.
 
@@ -73,6 +75,7 @@ def predict_probability(
         device: where to compute.
         slabs: slab plan over t; None = one pass.
         progress: called after each slab.
+        precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
 
     Returns:
         float32 (t, h, w) probabilities.
@@ -80,7 +83,10 @@ def predict_probability(
     num_slices = channels.shape[1]
     slabs = slabs or [Slab(0, num_slices, 0, num_slices)]
     probability = np.empty(channels.shape[1:], dtype=np.float32)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    if precision not in ("auto", "fp32"):
+        raise BadInputError("--precision", f"must be auto or fp32, got {precision!r}")
+    mixed = precision == "auto" and device.type == "cuda"
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if mixed else nullcontext()
     with torch.inference_mode(), autocast:
         for done, slab in enumerate(slabs, start=1):
             window = torch.from_numpy(np.ascontiguousarray(channels[:, slab.start : slab.stop]))
@@ -113,6 +119,7 @@ def segment_study(
     device: str = "auto",
     memory_budget_gb: float | None = None,
     progress: Progress | None = None,
+    precision: str = "auto",
 ) -> Segmentation:
     """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid.
 
@@ -123,6 +130,7 @@ def segment_study(
         memory_budget_gb: bound on the model's estimated peak memory; None = half of the
             device's memory (GPU) or of the machine's RAM (CPU).
         progress: called as ``progress(done, total)`` after each slab.
+        precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
     """
     from LambdaSegmentLib.preprocessing import prepare_input
 
@@ -134,7 +142,7 @@ def segment_study(
     budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
     model = package.model.to(torch_device)  # stays there: the next study reuses it
-    probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress)
+    probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress, precision=precision)
     probability_volume = prepared.to_dwi_grid(probability)
     values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
     probability_volume = probability_volume.with_array(values)

@@ -1,7 +1,7 @@
 """A simple geometric stroke phantom for plumbing checks (tests, the demo's fallback study).
 
-An ellipsoidal "brain" with one spherical infarct in the patient's left hemisphere:
-bright on DWI, low ADC. It exercises geometry, units and file handling; it is not
+An ellipsoidal "brain" with CSF-filled "ventricles" (dark on DWI, ADC 3 x 10^-3 mm²/s)
+and one spherical infarct in the patient's left hemisphere: bright on DWI, low ADC. It exercises geometry, units and file handling; it is not
 realistic anatomy (the project's realistic generator is ``LambdaSegmentLib.synthesis``).
 """
 
@@ -15,6 +15,7 @@ from LambdaSegmentLib.io import Volume
 
 BRAIN_ADC_MM2_PER_S = 0.8e-3
 INFARCT_ADC_MM2_PER_S = 0.45e-3
+CSF_ADC_MM2_PER_S = 3.0e-3
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,9 @@ def make_phantom(
     """A phantom on the grid given by size, spacing and a tilt of the axial grid (degrees about L, P, S).
 
     The grid is centred on LPS (0, 0, 0); the brain is an ellipsoid of semi-axes 65 x 80 x
-    60 mm (L, P, S) clipped to the field of view; the infarct is centred at x = +30 mm
-    (patient left), y = -10 mm, z = 0.
+    60 mm (L, P, S) clipped to the field of view (leave background around it: brain
+    detection needs some); CSF an ellipsoid of 12 x 30 x 15 mm at (0, 5, 5); the infarct
+    is centred at x = +30 mm (patient left), y = -10 mm, z = 0.
     """
     rng = np.random.default_rng(seed)
     direction = rotation_about_lps(tilt_deg)
@@ -59,9 +61,11 @@ def make_phantom(
     lps = origin + (ijk * spacing) @ direction.T  # (nk, nj, ni, 3)
     brain = ((lps / np.array([65.0, 80.0, 60.0])) ** 2).sum(-1) <= 1
     infarct = brain & (np.linalg.norm(lps - np.array([30.0, -10.0, 0.0]), axis=-1) <= infarct_radius_mm)
-    dwi = np.where(brain, 400.0, 0.0) + np.where(infarct, 450.0, 0.0)
+    csf = (((lps - np.array([0.0, 5.0, 5.0])) / np.array([12.0, 30.0, 15.0])) ** 2).sum(-1) <= 1
+    dwi = np.where(brain, 400.0, 0.0) + np.where(infarct, 450.0, 0.0) - np.where(csf, 300.0, 0.0)
     dwi = np.abs(dwi + rng.normal(0, 12, dwi.shape)).astype(np.float32)
     adc = np.where(brain, BRAIN_ADC_MM2_PER_S, 0.0) - np.where(infarct, BRAIN_ADC_MM2_PER_S - INFARCT_ADC_MM2_PER_S, 0.0)
+    adc = np.where(csf, CSF_ADC_MM2_PER_S, adc)
     adc = np.clip(adc + np.where(brain, rng.normal(0, 0.03e-3, adc.shape), 0), 0, None).astype(np.float32)
     geometry = dict(spacing_mm=tuple(spacing), origin_mm=tuple(origin), direction=direction)
     return Phantom(Volume(dwi, **geometry), Volume(adc, **geometry), Volume(infarct.astype(np.uint8), **geometry))
