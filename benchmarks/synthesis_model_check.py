@@ -76,13 +76,15 @@ def train(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     model = create_model("unet", widths=WIDTHS)
+    if args.init:  # continue from an earlier run
+        model.load_state_dict(torch.load(args.init, weights_only=True)["state_dict"])
     optimiser = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
-    pool = Path(args.pool)
+    pools = [Path(p) for p in args.pool.split(",")]
     cache: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
     deadline = time.time() + 60 * args.minutes
     step, losses = 0, []
     while time.time() < deadline:
-        files = sorted(pool.glob("study-*.npz"))
+        files = sorted(f for pool in pools for f in pool.glob("study-*.npz"))
         batch_x, batch_y = [], []
         for _ in range(args.batch):
             path = files[rng.integers(len(files))]
@@ -101,7 +103,7 @@ def train(args: argparse.Namespace) -> None:
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         step += 1
         if step % 25 == 0:
             print(f"step {step} loss {np.mean(losses[-25:]):.4f} pool {len(files)}", flush=True)
@@ -184,13 +186,14 @@ def main() -> None:
     p.add_argument("--n", type=int, default=200)
     p.set_defaults(func=make_pool)
     t = sub.add_parser("train")
-    t.add_argument("pool")
+    t.add_argument("pool", help="pool folder(s), comma-separated")
     t.add_argument("checkpoint")
     t.add_argument("--minutes", type=float, default=10)
     t.add_argument("--batch", type=int, default=4)
     t.add_argument("--window", type=int, default=4)
     t.add_argument("--crop", type=int, default=96)
     t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--init", default=None, help="checkpoint to continue from")
     t.set_defaults(func=train)
     s = sub.add_parser("score")
     s.add_argument("checkpoints", nargs="+")

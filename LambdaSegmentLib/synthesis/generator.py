@@ -287,11 +287,16 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
                                           float(np.exp(rng.uniform(np.log(0.2), np.log(15.0)))), gm_preference=0.0)
         params["wm_hyperintensity"] = True
     artefact = None
-    if rng.random() < 0.6:
-        # susceptibility pile-up: orbitofrontal and temporal base, near the brain surface
+    if rng.random() < 0.85:
+        # susceptibility pile-up: orbitofrontal and temporal base, near the brain surface,
+        # often on both sides (the sinuses and mastoids are bilateral)
         base = np.argwhere(_skull_base_region())
-        picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))]
-        artefact = _blob_field(rng, picks.astype(np.float32), rng.uniform(3.0, 9.0, len(picks)), template.gm.shape)
+        picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))].astype(np.float32)
+        if rng.random() < 0.6:
+            mirrored = picks.copy()
+            mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
+            picks = np.concatenate([picks, mirrored])
+        artefact = _blob_field(rng, picks, rng.uniform(4.0, 12.0, len(picks)), template.gm.shape)
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
@@ -299,11 +304,12 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     s0_gm, s0_wm, s0_csf = rng.uniform(1.1, 1.7), 1.0, rng.uniform(1.8, 3.2)
     s0_scalp, adc_scalp = rng.uniform(0.2, 0.9), rng.uniform(0.6, 1.6)
     relative_adc = _draw(rng, options["relative_adc"])
-    rim_fraction = rng.uniform(0.3, 0.8)  # rim lowers ADC by this fraction of the core's drop
+    rim_fraction = rng.uniform(0.15, 0.8)  # rim lowers ADC by this fraction of the core's drop
     t2_shine = _draw(rng, options["t2_shine_through"])
     atrophy = rng.uniform(0.0, 0.5)
     old_fill, wmh_t2, wmh_adc = rng.uniform(0.4, 0.9), rng.uniform(0.3, 1.0), rng.uniform(0.1, 0.5)
-    artefact_gain = rng.uniform(0.5, 2.5)
+    artefact_gain = rng.uniform(0.3, 2.0)
+    artefact_adc_shift = rng.uniform(-0.1, 0.15)  # b0/b1000 distort slightly differently
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
     params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf,
                   relative_adc=relative_adc, rim_fraction=rim_fraction, t2_shine_through=t2_shine, atrophy=atrophy)
@@ -365,7 +371,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             signal_b = signal_b + scalp * s0_scalp * np.exp(-bk * adc_scalp)
         if artefact is not None:
             gain = 1.0 + artefact_gain * artefact.sample(ijk)
-            signal_0, signal_b = signal_0 * gain, signal_b * gain
+            signal_0, signal_b = signal_0 * gain, signal_b * gain ** (1.0 - artefact_adc_shift)
         weights = geometry.slab_weights
 
         def average(values: np.ndarray, outside: float = 0.0) -> np.ndarray:

@@ -50,7 +50,7 @@ def sample_volume_ml(rng: np.random.Generator, kind: str, volume_range_ml: tuple
 
 def choose_kind(rng: np.random.Generator, volume_range_ml: tuple[float, float]) -> str:
     """A lesion kind whose usual volumes overlap the requested range."""
-    weights = {"territorial": 0.45, "lacunar": 0.2, "embolic": 0.35}
+    weights = {"territorial": 0.4, "lacunar": 0.2, "embolic": 0.4}
     lo, hi = volume_range_ml
     usable = {k: w for k, w in weights.items() if KIND_LIMITS_ML[k][0] <= hi and KIND_LIMITS_ML[k][1] >= lo}
     usable = usable or weights
