@@ -78,7 +78,7 @@ def cases_from_bids(folder: Path, **options: Any) -> list[Case]:
 
 
 def cases_from_csv(listing: Path, **options: Any) -> list[Case]:
-    with open(listing, newline="") as stream:
+    with open(listing, newline="", encoding="utf-8-sig") as stream:
         reader = csv.DictReader(stream)
         columns = {c.strip().lower() for c in (reader.fieldnames or [])}
         if "case" not in columns or not ({"dwi", "b1000"} & columns):
@@ -196,7 +196,7 @@ def process_item(
         record = {"case": case, "error": message, "bad_input": bad_input, "seconds": time.perf_counter() - start}
         if not bad_input:
             record["traceback"] = traceback.format_exc()
-        failure.write_text(json.dumps(record, indent=2))
+        failure.write_text(json.dumps(record, indent=2), encoding="utf-8")
         return {"case": case, "volume_ml": "", "lesion_count": "", "seconds": f"{record['seconds']:.2f}",
                 "status": "failed", "error": message, "bad_input": bad_input}
 
@@ -224,7 +224,7 @@ def finished_report(output_dir: Path, case: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
 
@@ -246,7 +246,7 @@ def summarise(
             continue
         failure = output_dir / FAILED_DIR / f"{case.name}.json"
         if failure.is_file():
-            record = json.loads(failure.read_text())
+            record = json.loads(failure.read_text(encoding="utf-8"))
             rows.append({"case": case.name, "volume_ml": "", "lesion_count": "", "seconds": f"{record['seconds']:.2f}",
                          "status": "failed", "error": record["error"]})
         else:

@@ -112,7 +112,7 @@ def save_model_package(model: nn.Module, manifest: dict[str, Any], directory: st
         created=manifest.get("created") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     manifest.setdefault("slice_context", getattr(model, "slice_context", None))
-    (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return directory
 
 
@@ -122,7 +122,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise BadInputError(path, "model manifest not found (a model package is a directory with manifest.json and its weights)")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadInputError(path, f"model manifest is not valid JSON ({error})") from None
     if not isinstance(manifest, dict):

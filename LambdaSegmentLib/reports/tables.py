@@ -25,7 +25,7 @@ def write_text_atomically(text: str, path: str | Path, *, overwrite: bool = Fals
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", newline="") as stream:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)
     except BaseException:
@@ -78,5 +78,5 @@ def csv_text(rows: Iterable[Mapping[str, Any]], columns: list[str]) -> str:
 
 
 def read_csv(path: str | Path) -> list[dict[str, str]]:
-    with open(path, newline="") as stream:
+    with open(path, newline="", encoding="utf-8") as stream:
         return list(csv.DictReader(stream))

@@ -147,3 +147,46 @@ def test_other_input_routes_give_the_same_grid(route: str, model_dir: Path, tmp_
     assert code == 0, capsys.readouterr().err
     assert_same_grid(sitk.ReadImage(str(tmp_path / "mask.nrrd")), sitk.ReadImage(str(dwi_file)))
     assert json.loads((tmp_path / "r.json").read_text())["input"]["adc_unit_detected"] == route
+
+
+def write_dicom_folder(volume, folder: Path, series_number: int) -> Path:
+    """One int16 file per slice with position, orientation and spacing tags (what GDCM needs)."""
+    folder.mkdir(parents=True)
+    image = sitk.Cast(volume.to_sitk(), sitk.sitkInt16)
+    d = image.GetDirection()
+    series_uid = f"1.2.826.0.1.3680043.8.498.77.{series_number}"
+    writer = sitk.ImageFileWriter()
+    writer.KeepOriginalImageUIDOn()
+    for k in range(image.GetDepth()):
+        plane = image[:, :, k]
+        for tag, value in {
+            "0008|0060": "MR", "0008|0016": "1.2.840.10008.5.1.4.1.1.4", "0020|000d": "1.2.826.0.1.3680043.8.498.77",
+            "0020|000e": series_uid, "0008|0018": f"{series_uid}.{k + 1}", "0020|0013": str(k + 1),
+            "0020|0032": "\\".join(f"{p:.5f}" for p in image.TransformIndexToPhysicalPoint((0, 0, k))),
+            "0020|0037": "\\".join(f"{v:.6f}" for v in (d[0], d[3], d[6], d[1], d[4], d[7])),
+            "0028|0030": f"{volume.spacing_mm[1]:g}\\{volume.spacing_mm[0]:g}", "0018|0050": f"{volume.spacing_mm[2]:g}",
+        }.items():
+            plane.SetMetaData(tag, value)
+        writer.SetFileName(str(folder / f"IM{k:04d}.dcm"))
+        writer.Execute(plane)
+    return folder
+
+
+def test_dicom_folders_are_accepted_where_files_are(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from LambdaSegmentLib.cli import main
+    from LambdaSegmentLib.inference.phantom import make_phantom
+
+    phantom = make_phantom(size_ijk=(32, 36, 8), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(0.0, 0.0, 12.0))
+    dwi = write_dicom_folder(phantom.dwi, tmp_path / "DWI", 1)
+    adc = write_dicom_folder(phantom.adc.with_array(phantom.adc.array * 1e6), tmp_path / "ADC", 2)  # 10^-6 mm²/s, as scanners store it
+    code = main([str(a) for a in ["segment", "--dwi", dwi, "--adc", adc, "--output", tmp_path / "mask.seg.nrrd",
+                                  "--report", tmp_path / "r.json", "--model", model_dir, "--device", "cpu"]])
+    assert code == 0, capsys.readouterr().err
+    mask, dwi_volume = read_volume(tmp_path / "mask.seg.nrrd"), read_volume(dwi)
+    assert mask.array.shape == dwi_volume.array.shape
+    np.testing.assert_allclose(mask.spacing_mm, dwi_volume.spacing_mm, atol=1e-5)
+    np.testing.assert_allclose(mask.origin_mm, dwi_volume.origin_mm, atol=1e-4)
+    np.testing.assert_allclose(mask.direction, dwi_volume.direction, atol=1e-5)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["input"]["adc_unit_detected"] == "1e-6 mm2/s"
+    assert all(entry["sha256"] and len(entry["sha256"]) == 64 for entry in report["input_files"])
