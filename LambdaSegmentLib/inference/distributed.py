@@ -1,7 +1,8 @@
 """Batches spread over GPUs and nodes with Lightning's predict loop (DDP).
 
-Lightning owns the processes, devices and the distributed sampler (each case goes to
-exactly one rank); a DataLoader with workers loads the next studies while one is
+Lightning owns the processes, devices and the distributed sampler (in the predict loop
+its ``UnrepeatedDistributedSamplerWrapper``: each case goes to exactly one rank, none is
+repeated to even out the ranks, so no two ranks ever write the same case folder); a DataLoader with workers loads the next studies while one is
 segmented. Every rank writes its own cases' folders; rank 0 writes the summary after all
 ranks are done. Lightning is an optional dependency (the ``train`` extra), imported only here.
 """
