@@ -82,3 +82,26 @@ def test_bad_input_exits_2_with_one_line_naming_the_file(
     assert message.startswith("lambdasegment: error: ") and str(source) in message
     assert not (tmp_path / "mask.nii.gz").exists()
     assert axial_study.dwi.read_bytes() == dwi_before
+
+
+@pytest.mark.parametrize("case", ["missing input folder", "output is a file", "negative workers"])
+def test_bad_batch_arguments_exit_2_naming_them(case: str, model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("mine")
+    arguments, source = {
+        "missing input folder": ([tmp_path / "nowhere", tmp_path / "out"], tmp_path / "nowhere"),
+        "output is a file": ([tmp_path, a_file], a_file),
+        "negative workers": ([tmp_path, tmp_path / "out", "--workers", "-1"], "--workers"),
+    }[case]
+    code, message = run_main(capsys, "segment-dir", *arguments, "--model", model_dir)
+    assert code == 2 and "\n" not in message and str(source) in message
+    assert a_file.read_text() == "mine"
+
+
+def test_adc_on_another_grid_is_resampled_when_asked(axial_study: StudyFiles, model_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    moved = adc_on_another_grid(axial_study, tmp_path)
+    code, message = run_main(capsys, "segment", "--dwi", axial_study.dwi, "--adc", moved, "--resample-to-dwi",
+                             "--output", tmp_path / "mask.nii.gz", "--model", model_dir, "--device", "cpu")
+    assert code == 0, message
+    assert read_volume(tmp_path / "mask.nii.gz").array.shape == read_volume(axial_study.dwi).array.shape
