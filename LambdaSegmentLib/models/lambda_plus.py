@@ -2,7 +2,7 @@
 
 Axis letters: b studies, t slices, B = (b t) folded slices, h heads, k query/key
 depth |k|, u intra-depth |u|, v value depth |v|, n and m pixels of one slice,
-o positional offsets.
+o positional offsets, j = (offset, u) pairs of one neighbourhood row.
 
 For a pixel n of slice t with query q_n (one per head, |k| each) the layer returns
 
@@ -17,13 +17,29 @@ kernels (|k| x |u| per offset) with a bias per key channel (e, f), as in the aut
 Conv3d / Conv2d. Slices beyond a study's ends are zeros (zero padding within a study);
 studies in one batch never mix.
 
-The positional lambdas are applied without materialising a |k| x |v| matrix per
-pixel: q_n^T (sum_m E_{n-m} V_m^T) = sum_m (q_n^T E_{n-m}) V_m^T, so each head gets
-|u| weights per offset and the values of the neighbouring pixels are accumulated
-directly. The maths is unchanged (verified against a per-pixel loop in the tests).
+How it is computed (the maths above is unchanged; tests compare with a per-pixel loop
+and with the authors' way of materialising every per-pixel lambda):
+
+- Pixels-major ("channels-last") layout throughout: q, keys and values are one fused
+  1x1 projection (a GEMM; at inference the query/value BatchNorms are folded into it).
+- The biases e, f are the same for every pixel, so they are folded into the per-slice
+  content lambda: one GEMM per slice gives q_n^T (lambda^G_t + e + f).
+- The positional part works on a zero-padded grid of values flattened over
+  (t, row, column): an offset (dt, di, dj) becomes a constant shift of the flat pixel
+  index, so the neighbours of all pixels along one kernel row are a strided *view*
+  (no copy) of shape (pixels, dj x u, v). Two contractions are available, chosen per
+  layer by their multiply-add count (``positional_path``):
+    * "reassociated": w_n = q_n^T E (|h| x |o u| per pixel, one GEMM), then
+      y_n = sum_rows w_n,row @ V_row,n (batched matmuls over pixels). Cheapest with few heads.
+    * "materialised": lambda_n = sum_rows E_row @ V_row,n (|k| x |v| per pixel), then
+      y_n = q_n^T lambda_n. Cheaper when heads are many and pixels few (deep levels).
+  Both run through ``_NeighbourhoodMatmul``, whose backward is explicit batched matmuls
+  and shifted adds (autograd through overlapping strided views would be very slow).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +47,80 @@ from einops import rearrange
 from torch import nn
 
 from .slices import check_slice_batch
+
+POSITIONAL_PATHS = ("auto", "reassociated", "materialised")
+
+
+@dataclass(frozen=True)
+class _Row:
+    """Consecutive active offsets (dt, di, dj0..dj0+span-1) of one kernel row.
+
+    ``shift`` is the flat-grid shift of its first offset relative to the centre pixel;
+    ``column`` the first column of the row's block in the (k, j) kernel matrix.
+    """
+
+    shift: int
+    span: int
+    column: int
+
+
+class _NeighbourhoodMatmul(torch.autograd.Function):
+    """out[n] = sum_rows weights[n, :, row block] @ grid[n + shift_row + (0..span-1)].
+
+    weights: (N, r, J) per-pixel (or broadcast) matrices, J = sum of row spans x u.
+    grid: (margin + N + margin, u, v) contiguous zero-padded values on the flat grid.
+    Returns (N, r, v).
+    """
+
+    @staticmethod
+    def forward(ctx, weights: torch.Tensor, grid: torch.Tensor, rows: tuple[_Row, ...], margin: int) -> torch.Tensor:
+        ctx.save_for_backward(weights, grid)
+        ctx.rows, ctx.margin = rows, margin
+        num_pixels, intra, value = weights.shape[0], grid.shape[1], grid.shape[2]
+        out = None
+        for row in rows:
+            block = weights[:, :, row.column * intra : (row.column + row.span) * intra]  # N r (span u)
+            neighbours = _row_view(grid, margin + row.shift, num_pixels, row.span)  # N (span u) v
+            out = torch.bmm(block, neighbours) if out is None else out.baddbmm_(block, neighbours)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        weights, grid = ctx.saved_tensors
+        rows, margin = ctx.rows, ctx.margin
+        num_pixels, intra = weights.shape[0], grid.shape[1]
+        grad_out = grad_out.contiguous()
+        grad_weights = grad_grid = None
+        if ctx.needs_input_grad[0]:
+            grad_weights = torch.empty_like(weights)
+            for row in rows:
+                neighbours = _row_view(grid, margin + row.shift, num_pixels, row.span)
+                columns = slice(row.column * intra, (row.column + row.span) * intra)
+                grad_weights[:, :, columns] = torch.bmm(grad_out, neighbours.transpose(1, 2))
+        if ctx.needs_input_grad[1]:
+            grad_grid = torch.zeros_like(grid)
+            for row in rows:
+                block = weights[:, :, row.column * intra : (row.column + row.span) * intra]
+                grad_neighbours = torch.bmm(block.transpose(1, 2), grad_out)  # N (span u) v
+                grad_neighbours = grad_neighbours.view(num_pixels, row.span, intra, -1)
+                for dj in range(row.span):
+                    start = margin + row.shift + dj
+                    grad_grid[start : start + num_pixels] += grad_neighbours[:, dj]
+        return grad_weights, grad_grid, None, None
+
+
+def _row_view(grid: torch.Tensor, start: int, num_pixels: int, span: int) -> torch.Tensor:
+    """Overlapping view (N, span u, v) of grid rows start .. start + N + span - 2: no copy.
+
+    Consecutive pixels are one (u v) block apart and (dj, u) merge into one axis of
+    stride v, so each pixel's neighbours along a kernel row form a (span u) x v matrix.
+    """
+    intra, value = grid.shape[1], grid.shape[2]
+    return grid.as_strided(
+        (num_pixels, span * intra, value),
+        (intra * value, value, 1),
+        grid.storage_offset() + start * intra * value,
+    )
 
 
 class LambdaPlus(nn.Module):
@@ -48,9 +138,14 @@ class LambdaPlus(nn.Module):
         local_3d: when True the local context is R x R x T (LambdaUNet-3D) and there is no
             separate inter-slice lambda.
 
+    Attributes:
+        positional_path: "auto" (default: the cheaper of the two by multiply-adds),
+            "reassociated" or "materialised"; the result is the same up to rounding.
+
     Shapes:
         forward(x, num_slices): x is ((b t), in_channels, H, W) with whole studies of
-        ``num_slices`` consecutive slices; returns ((b t), out_channels, H, W).
+        ``num_slices`` consecutive slices; returns ((b t), out_channels, H, W) in
+        channels-last memory format (any input memory format is accepted).
     """
 
     def __init__(
@@ -75,6 +170,7 @@ class LambdaPlus(nn.Module):
         self.heads = out_channels // value_dim
         self.key_dim, self.intra_depth, self.value_dim = key_dim, intra_depth, value_dim
         self.local_size, self.slice_context, self.local_3d = local_size, slice_context, local_3d
+        self.positional_path = "auto"
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
         self.norm_q = nn.BatchNorm2d(self.heads * key_dim)
@@ -121,7 +217,8 @@ class LambdaPlus(nn.Module):
         """Local and inter-slice kernels merged onto their active offsets.
 
         Returns (kernel (k, u, o), bias (k,), offsets [(dt, di, dj)] indexing the padded
-        (T', R', R') neighbourhood), or None when the layer has no positional lambda.
+        (T', R', R') neighbourhood in row-major order), or None when the layer has no
+        positional lambda.
         """
         if self.local_weight is None and self.slice_weight is None:
             return None
@@ -143,23 +240,73 @@ class LambdaPlus(nn.Module):
         flat = rearrange(kernel, "k u t i j -> k u (t i j)")[:, :, active.flatten()]
         return flat, bias, offsets
 
+    def chosen_positional_path(self, num_pixels: int | None = None) -> str:
+        """The contraction used: ``positional_path`` unless "auto", then the one with
+        fewer multiply-adds per pixel (reassociated: h o u (k + v); materialised:
+        k v (o u + h)). ``num_pixels`` is accepted for symmetry; the ratio does not depend on it.
+        """
+        if self.positional_path not in POSITIONAL_PATHS:
+            raise ValueError(f"positional_path must be one of {POSITIONAL_PATHS}, got {self.positional_path!r}")
+        if self.positional_path != "auto":
+            return self.positional_path
+        positional = self.positional_kernel()
+        num_offsets = len(positional[2]) if positional is not None else 0
+        h, k, u, v = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        reassociated = h * num_offsets * u * (k + v)
+        materialised = k * v * (num_offsets * u + h)
+        return "reassociated" if reassociated <= materialised else "materialised"
+
     def forward(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
         check_slice_batch(x, num_slices)
-        height, width = x.shape[-2:]
-        q = rearrange(self.norm_q(self.to_q(x)), "B (h k) H W -> B h k (H W)", h=self.heads)
-        keys = rearrange(self.to_k(x), "B (u k) H W -> B u k (H W)", u=self.intra_depth)
-        keys = keys.softmax(dim=-1)  # normalised over the pixels of each slice
-        values = rearrange(self.norm_v(self.to_v(x)), "B (u v) H W -> B u v (H W)", u=self.intra_depth)
-
-        content_lambda = torch.einsum("Bukm,Buvm->Bkv", keys, values)  # B k v
-        y = torch.einsum("Bhkn,Bkv->Bhvn", q, content_lambda)  # B h v n
+        folded, _, height, width = x.shape
+        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        q, keys, values = self._project(x)  # (B n h k), (B n u k), (B n u v)
 
         positional = self.positional_kernel()
+        # Content lambda with the positional biases folded in: the bias terms e, f of
+        # eq. 4 and 6 are the same |k| x |v| matrix (bias per row) at every pixel.
+        keys = keys.reshape(folded, height * width, ud, kd).softmax(dim=1)  # over the slice's pixels
+        content = torch.bmm(
+            keys.reshape(folded, height * width * ud, kd).transpose(1, 2),
+            values.reshape(folded, height * width * ud, vd),
+        )  # B k v: sum over the slice's pixels m and u of softmax(K) V^T
         if positional is not None:
-            kernel, bias, offsets = positional
-            y = y + torch.einsum("Bhkn,k->Bhn", q, bias).unsqueeze(2)
-            y = y + self._apply_positional(q, values, kernel, offsets, num_slices, height, width)
-        return rearrange(y, "B h v (H W) -> B (h v) H W", H=height)
+            content = content + positional[1][:, None]
+        y = torch.bmm(q.reshape(folded, height * width * heads, kd), content)  # B (n h) v
+        y = y.view(folded, height, width, heads * vd)
+        if positional is not None:
+            y = y + self._apply_positional(q, values, positional[0], positional[2], num_slices, height, width)
+        return y.permute(0, 3, 1, 2)  # B (h v) H W, channels-last strides
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One fused 1x1 projection. Returns q (B, H, W, h, k), keys (B, H, W, u, k) before
+        the softmax, values (B, H, W, u, v); BatchNorm folded into the GEMM in eval mode."""
+        folded, channels, height, width = x.shape
+        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        pixels = x.permute(0, 2, 3, 1).reshape(-1, channels)  # (B H W) c; a view if channels-last
+        w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
+        sizes = (heads * kd, ud * kd, ud * vd)
+        if self.training or self.norm_q.running_var is None or self.norm_v.running_var is None:
+            projected = pixels @ torch.cat([w_q, w_k, w_v]).T
+            q, k, v = projected.split(sizes, dim=1)
+            # BatchNorm over (B H W) per channel, exactly BatchNorm2d's statistics.
+            q = self.norm_q(q.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            v = self.norm_v(v.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            k = k.reshape(folded, height, width, -1)
+        else:
+            scale_q, shift_q = _bn_affine(self.norm_q)
+            scale_v, shift_v = _bn_affine(self.norm_v)
+            weight = torch.cat([w_q * scale_q[:, None], w_k, w_v * scale_v[:, None]])
+            bias = torch.cat([shift_q, shift_q.new_zeros(ud * kd), shift_v])
+            projected = torch.addmm(bias, pixels, weight.T)
+            q, k, v = (
+                part.reshape(folded, height, width, -1) for part in projected.split(sizes, dim=1)
+            )
+        return (
+            q.reshape(folded, height, width, heads, kd),
+            k.reshape(folded, height, width, ud, kd),
+            v.reshape(folded, height, width, ud, vd),
+        )
 
     def _apply_positional(
         self,
@@ -171,18 +318,78 @@ class LambdaPlus(nn.Module):
         height: int,
         width: int,
     ) -> torch.Tensor:
-        """sum_m (q_n^T E_{n-m}) V_m^T over the positional neighbourhood; returns (B, h, v, n)."""
+        """sum_m q_n^T E_{n-m} V_m^T over the positional neighbourhood; returns (B, H, W, h v)."""
         depth, side = self.kernel_extent
-        weights = torch.einsum("Bhkn,kuo->Bhuon", q, kernel)  # per-pixel, per-offset weights
-        weights = rearrange(weights, "(b t) h u o (H W) -> b h u o t H W", t=num_slices, H=height)
-        grid = rearrange(values, "(b t) u v (H W) -> b u v t H W", t=num_slices, H=height)
         pt, ps = depth // 2, side // 2
-        # Zero padding along t stays inside each study: slices of another study never enter.
-        grid = F.pad(grid, (ps, ps, ps, ps, pt, pt))
-        out = weights.new_zeros(weights.shape[0], self.heads, self.value_dim, num_slices, height, width)
-        for o, (dt, di, dj) in enumerate(offsets):
-            shifted = grid[:, :, :, dt : dt + num_slices, di : di + height, dj : dj + width]
-            for u in range(self.intra_depth):
-                out.addcmul_(weights[:, :, u, o].unsqueeze(2), shifted[:, u].unsqueeze(1))
-        return rearrange(out, "b h v t H W -> (b t) h v (H W)")
+        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        rows, kernel_matrix = _kernel_rows(kernel, offsets, depth, side, num_slices, height, width)
+        padded_shape = (num_slices + 2 * pt, height + 2 * ps, width + 2 * ps)
+        # Pixels of the padded grid; zero slices at both ends of every study keep studies apart.
+        margin = pt * padded_shape[1] * padded_shape[2] + ps * padded_shape[2] + ps
+        grid = _padded_flat(values, num_slices, (pt, ps), margin)  # (margin + N + margin) u v
+        q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
+        if self.chosen_positional_path() == "reassociated":
+            weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
+            out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
+        else:
+            lambdas = _NeighbourhoodMatmul.apply(
+                kernel_matrix.expand(q_grid.shape[0], -1, -1), grid, rows, margin
+            )  # N k v: the per-pixel positional lambdas
+            out = torch.bmm(q_grid, lambdas)  # N h v
+        out = out.view(-1, *padded_shape, heads * vd)
+        return out[:, pt : pt + num_slices, ps : ps + height, ps : ps + width].reshape(-1, height, width, heads * vd)
 
+
+def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel (scale, shift) of an eval-mode BatchNorm: y = scale x + shift."""
+    scale = torch.rsqrt(norm.running_var + norm.eps)
+    if norm.weight is not None:
+        scale = scale * norm.weight
+    shift = -norm.running_mean * scale
+    if norm.bias is not None:
+        shift = shift + norm.bias
+    return scale, shift
+
+
+def _padded_flat(
+    tensor: torch.Tensor, num_slices: int, padding: tuple[int, int], margin: int
+) -> torch.Tensor:
+    """((b t), H, W, a, z) -> ((margin + b (t+2pt) (H+2ps) (W+2ps) + margin), a, z), zeros around."""
+    pt, ps = padding
+    _, height, width, a, z = tensor.shape
+    studies = tensor.shape[0] // num_slices
+    grid = tensor.new_zeros(studies, num_slices + 2 * pt, height + 2 * ps, width + 2 * ps, a, z)
+    grid[:, pt : pt + num_slices, ps : ps + height, ps : ps + width] = tensor.view(
+        studies, num_slices, height, width, a, z
+    )
+    flat = grid.view(-1, a, z)
+    return F.pad(flat, (0, 0, 0, 0, margin, margin)) if margin else flat
+
+
+def _kernel_rows(
+    kernel: torch.Tensor,
+    offsets: list[tuple[int, int, int]],
+    depth: int,
+    side: int,
+    num_slices: int,
+    height: int,
+    width: int,
+) -> tuple[tuple[_Row, ...], torch.Tensor]:
+    """Group active offsets into kernel rows of consecutive dj.
+
+    Returns the rows (flat-grid shifts) and the kernel as a (k, J) matrix whose columns
+    are ordered row by row as (dj, u), J = offsets x u.
+    """
+    plane, line = (height + 2 * (side // 2)) * (width + 2 * (side // 2)), width + 2 * (side // 2)
+    rows: list[_Row] = []
+    column = 0
+    for index, (dt, di, dj) in enumerate(offsets):  # row-major, so each row's dj are consecutive
+        shift = (dt - depth // 2) * plane + (di - side // 2) * line + (dj - side // 2)
+        last = rows[-1] if rows else None
+        if last is not None and shift == last.shift + last.span and offsets[index - 1][:2] == (dt, di):
+            rows[-1] = _Row(last.shift, last.span + 1, last.column)
+        else:
+            rows.append(_Row(shift, 1, column))
+        column += 1
+    matrix = rearrange(kernel, "k u o -> k (o u)")
+    return tuple(rows), matrix

@@ -1,0 +1,114 @@
+"""Inference-time rewrites of a trained segmentation model that keep its outputs.
+
+- BatchNorm folding: an eval-mode ``Conv2d -> BatchNorm2d`` pair inside a Sequential
+  becomes one convolution (``torch.nn.utils.fusion.fuse_conv_bn_eval``); the BatchNorm
+  is replaced by ``nn.Identity``. (Lambda+ folds its own query/value BatchNorms into its
+  projection whenever it is in eval mode.)
+- Channels-last memory format for every 4D weight, so oneDNN convolutions and the
+  pixels-major Lambda+ layers exchange tensors without layout conversions.
+- Optional slice chunking (``SliceChunkedUNet``): in the UNet family only the encoder
+  blocks mix slices; the stem and the whole decoder are 2D, so they can run a few slices
+  at a time. The full-resolution decoder activations (the bulk of the peak memory) then
+  exist for ``slice_chunk`` slices only, without the halo recomputation of slab streaming.
+
+The result equals the plain eval model up to float rounding (tested to 1e-4 on logits).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+from .slices import check_in_plane_size, fold_slices, unfold_slices
+from .unet_blocks import UNet2p5d
+
+
+def fold_batch_norms(model: nn.Module) -> int:
+    """Fold every ``Conv2d`` directly followed by ``BatchNorm2d`` in a Sequential, in place.
+
+    The model must be in eval mode (running statistics are used). Returns the number of
+    BatchNorms folded.
+    """
+    if model.training:
+        raise ValueError("fold_batch_norms needs an eval-mode model (call model.eval() first)")
+    folded = 0
+    for module in model.modules():
+        if not isinstance(module, nn.Sequential):
+            continue
+        names = list(module._modules)
+        for first, second in zip(names, names[1:]):
+            conv, norm = module._modules[first], module._modules[second]
+            if isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d) and norm.track_running_stats:
+                module._modules[first] = fuse_conv_bn_eval(conv, norm)
+                module._modules[second] = nn.Identity()
+                folded += 1
+    return folded
+
+
+def optimise_for_inference(
+    model: nn.Module, *, fold_bn: bool = True, channels_last: bool = True, slice_chunk: int | None = None
+) -> nn.Module:
+    """An eval-mode copy of ``model`` with BatchNorms folded and channels-last weights.
+
+    Args:
+        model: any segmentation model; not modified.
+        fold_bn: fold Conv2d -> BatchNorm2d pairs.
+        channels_last: channels-last weights (and so activations).
+        slice_chunk: when set and the model is a ``UNet2p5d``, wrap it in
+            ``SliceChunkedUNet`` running its 2D stem and decoder this many slices at a time.
+
+    forward() keeps its signature and results (within float rounding); use the copy under
+    ``torch.inference_mode()``.
+    """
+    optimised = copy.deepcopy(model).eval()
+    if fold_bn:
+        fold_batch_norms(optimised)
+    if channels_last:
+        for module in optimised.modules():
+            if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
+                # Module.to(memory_format=...) refuses the 5D Lambda+ kernels; convert 4D weights only.
+                module.weight.data = module.weight.data.contiguous(memory_format=torch.channels_last)
+    if slice_chunk is not None and isinstance(optimised, UNet2p5d):
+        optimised = SliceChunkedUNet(optimised, slice_chunk)
+    return optimised
+
+
+class SliceChunkedUNet(nn.Module):
+    """Runs a ``UNet2p5d`` with its 2D parts (stem, decoder, head) ``slice_chunk`` slices at a time.
+
+    forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w), equal to ``unet(x)``: the encoder
+    blocks, the only ones that mix slices, still see every slice of each study at once.
+    """
+
+    def __init__(self, unet: UNet2p5d, slice_chunk: int) -> None:
+        super().__init__()
+        if slice_chunk < 1:
+            raise ValueError(f"slice_chunk must be >= 1, got {slice_chunk}")
+        self.unet, self.slice_chunk = unet, slice_chunk
+
+    @property
+    def slice_receptive_radius(self) -> int:
+        return self.unet.slice_receptive_radius
+
+    @property
+    def widths(self) -> list[int]:
+        return self.unet.widths
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        unet = self.unet
+        check_in_plane_size(x, 2 ** (len(unet.widths) - 1))
+        folded, num_slices = fold_slices(x)  # (b t) c h w
+        chunks = [slice(i, i + self.slice_chunk) for i in range(0, folded.shape[0], self.slice_chunk)]
+        skips = [torch.cat([unet.inc(folded[rows]) for rows in chunks])]
+        for down in unet.downs:
+            skips.append(down(skips[-1], num_slices))
+        logits = []
+        for rows in chunks:
+            y = skips[-1][rows]
+            for up, skip in zip(unet.ups, reversed(skips[:-1])):
+                y = up(y, skip[rows])
+            logits.append(unet.outc(y))
+        return unfold_slices(torch.cat(logits), num_slices)
