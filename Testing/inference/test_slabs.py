@@ -44,10 +44,10 @@ def test_window_smaller_than_the_halo_still_outputs_every_slice_once() -> None:
 def test_slab_inference_equals_one_pass_inference(name: str) -> None:
     config = SMALL if name != "unet" else dict(widths=(8, 16, 32))
     model = calibrated(create_model(name, **config))
-    channels = np.random.default_rng(0).normal(size=(2, 21, 32, 48)).astype(np.float32)
+    channels = np.random.default_rng(0).normal(size=(2, 17, 32, 32)).astype(np.float32)
     one_pass = predict_probability(model, channels, device=CPU)
     halo = model.slice_receptive_radius
-    slabs = plan_slabs(21, max_window=2 * halo + 3, halo=halo)
+    slabs = plan_slabs(17, max_window=2 * halo + 3, halo=halo)
     assert len(slabs) > 3
     calls = []
     slabwise = predict_probability(model, channels, device=CPU, slabs=slabs, progress=lambda d, t: calls.append((d, t)))
@@ -58,15 +58,15 @@ def test_slab_inference_equals_one_pass_inference(name: str) -> None:
 def test_a_halo_short_of_the_receptive_field_changes_the_result() -> None:
     """Guards the test above: the slab boundaries really matter for a 2.5D model."""
     model = calibrated(create_model("lambda_unet", **SMALL))
-    channels = np.random.default_rng(1).normal(size=(2, 21, 32, 32)).astype(np.float32)
+    channels = np.random.default_rng(1).normal(size=(2, 12, 32, 32)).astype(np.float32)
     one_pass = predict_probability(model, channels, device=CPU)
-    short = predict_probability(model, channels, device=CPU, slabs=plan_slabs(21, max_window=5, halo=1))
+    short = predict_probability(model, channels, device=CPU, slabs=plan_slabs(12, max_window=6, halo=1))
     assert np.abs(short - one_pass).max() > 1e-4
 
 
 def test_cpu_inference_is_deterministic() -> None:
     model = calibrated(create_model("lambda_unet", **SMALL))
-    channels = np.random.default_rng(2).normal(size=(2, 9, 32, 32)).astype(np.float32)
+    channels = np.random.default_rng(2).normal(size=(2, 6, 32, 32)).astype(np.float32)
     first = predict_probability(model, channels, device=CPU)
     assert np.array_equal(first, predict_probability(model, channels, device=CPU))
 
