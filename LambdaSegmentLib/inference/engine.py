@@ -143,6 +143,14 @@ def segment_study(
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
     model = package.model.to(torch_device)  # stays there: the next study reuses it
     probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress, precision=precision)
+    non_finite = int(np.count_nonzero(~np.isfinite(probability)))
+    if non_finite:
+        # Never threshold NaN into a mask that looks like an answer.
+        raise BadInputError(
+            package.directory,
+            f"model {package.name} {package.version} produced {non_finite} non-finite (NaN) outputs on this study; "
+            "its weights are unusable here",
+        )
     probability_volume = prepared.to_dwi_grid(probability)
     values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
     probability_volume = probability_volume.with_array(values)

@@ -79,3 +79,20 @@ def test_memory_budget_bounds_the_window() -> None:
     assert len(slabs) > 1
     assert max(s.stop - s.start for s in slabs) <= 12
     assert len(plan_for_budget(model, (2, 40, 256, 256), 4, parameter_bytes(model) + 40 * per_slice)) == 1
+
+
+def test_a_model_that_outputs_nan_is_refused_not_thresholded(tmp_path) -> None:
+    """NaN probabilities would silently become 'no infarct'; segment_study refuses them."""
+    from LambdaSegmentLib.errors import BadInputError
+    from LambdaSegmentLib.inference import load_model_package, segment_study
+    from LambdaSegmentLib.inference.phantom import make_phantom
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+    from LambdaSegmentLib.io import load_study
+
+    package = load_model_package(save_untrained_package(tmp_path / "model"))
+    with torch.no_grad():
+        package.model.outc.bias.fill_(float("nan"))
+    phantom = make_phantom(size_ijk=(32, 36, 6), spacing_mm=(4.0, 4.0, 6.0))
+    with pytest.raises(BadInputError, match="non-finite") as error:
+        segment_study(load_study(dwi=phantom.dwi, adc=phantom.adc), package, device="cpu")
+    assert error.value.source == str(package.directory)
