@@ -16,7 +16,7 @@ from LambdaSegmentLib import __version__
 from LambdaSegmentLib.errors import BadInputError
 
 # Sub-command modules, in the order --help lists them.
-COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize", "train")
+COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize", "train", "evaluate")
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -1,0 +1,131 @@
+"""Data: labelled folders / CSV listings, windows, synthetic studies on the fly, mixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.training import PreparedCase, SegmentationDataModule, find_labelled_cases, load_labelled_case
+from LambdaSegmentLib.training.windows import Interleaved, RealWindows, SyntheticWindows, cut_window
+
+from lambdasegment_training_helpers import TINY_PREPROCESSING, TINY_RANGES
+
+
+def touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return path
+
+
+def test_isles22_layout_joins_rawdata_and_derivatives_by_prefix(tmp_path: Path) -> None:
+    raw = tmp_path / "rawdata" / "sub-strokecase0007" / "ses-0001" / "dwi"
+    dwi = touch(raw / "sub-strokecase0007_ses-0001_dwi.nii.gz")
+    adc = touch(raw / "sub-strokecase0007_ses-0001_adc.nii.gz")
+    mask = touch(tmp_path / "derivatives" / "sub-strokecase0007" / "ses-0001" / "sub-strokecase0007_ses-0001_msk.nii.gz")
+    touch(raw / "sub-strokecase0007_ses-0001_dwi.json")  # sidecars are ignored
+    (case,) = find_labelled_cases(tmp_path)
+    assert (case.name, case.dwi, case.adc, case.mask, case.eadc) == ("sub-strokecase0007_ses-0001", dwi, adc, mask, None)
+
+
+def test_a_case_without_mask_is_refused_naming_the_file(tmp_path: Path) -> None:
+    dwi = touch(tmp_path / "sub-1" / "sub-1_dwi.nii.gz")
+    touch(tmp_path / "sub-1" / "sub-1_adc.nii.gz")
+    with pytest.raises(BadInputError, match="no expert mask") as error:
+        find_labelled_cases(tmp_path)
+    assert str(dwi) in str(error.value)
+
+
+def test_csv_listing_with_relative_paths(tmp_path: Path) -> None:
+    for name in ("a_dwi.nii.gz", "a_eadc.nii.gz", "a_msk.nii.gz"):
+        touch(tmp_path / "images" / name)
+    listing = tmp_path / "cases.csv"
+    listing.write_text("name,dwi,eadc,mask\ncase-a,images/a_dwi.nii.gz,images/a_eadc.nii.gz,images/a_msk.nii.gz\n")
+    (case,) = find_labelled_cases(listing)
+    assert case.name == "case-a" and case.eadc == tmp_path / "images" / "a_eadc.nii.gz" and case.adc is None
+    listing.write_text("dwi,adc,mask\nimages/missing.nii.gz,images/a_eadc.nii.gz,images/a_msk.nii.gz\n")
+    with pytest.raises(BadInputError, match="line 2: file not found"):
+        find_labelled_cases(listing)
+
+
+def test_real_case_goes_through_the_inference_preprocessing(labelled_folders: tuple[Path, Path]) -> None:
+    (case,) = find_labelled_cases(labelled_folders[0])
+    prepared = load_labelled_case(case, TINY_PREPROCESSING)
+    c, t, h, w = prepared.channels.shape
+    assert c == 2 and prepared.mask.shape == (t, h, w) and h % 16 == 0 and w % 16 == 0
+    assert set(np.unique(prepared.mask)) == {0.0, 1.0}
+    assert 0.0 <= prepared.channels[0].min() and prepared.channels[0].max() <= 1.0  # eADC clipped to 0-1
+
+
+def small_case(slices: int) -> PreparedCase:
+    channels = np.arange(2 * slices * 4 * 4, dtype=np.float32).reshape(2, slices, 4, 4)
+    mask = np.zeros((slices, 4, 4), dtype=np.float32)
+    mask[1, 1, 1] = 1
+    return PreparedCase("small", channels, mask)
+
+
+def test_real_windows_are_every_stride_one_window_of_eight_slices() -> None:
+    windows = RealWindows([small_case(10), small_case(8)], window_slices=8, size_hw=(16, 16))
+    assert len(windows) == 3 + 1
+    starts = sorted((number, start) for number, start in windows.index)
+    assert starts == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    item = windows[0]
+    assert item["image"].shape == (2, 8, 16, 16) and item["mask"].shape == (1, 8, 16, 16)
+
+
+def test_short_studies_and_small_slices_are_zero_padded() -> None:
+    window = cut_window(small_case(3), 0, 8, (8, 8))
+    image, mask = window["image"], window["mask"]
+    assert image.shape == (2, 8, 8, 8)
+    assert torch.equal(image[:, :3, 2:6, 2:6], torch.from_numpy(small_case(3).channels))  # centred in-plane
+    assert image[:, 3:].abs().sum() == 0 and mask[0, 1, 3, 3] == 1
+
+
+def test_interleaving_keeps_each_sources_order_and_proportion() -> None:
+    first, second = list(range(2)), list(range(100, 106))
+    mixed = [Interleaved(first, second)[i] for i in range(8)]
+    assert sorted(mixed) == first + second
+    assert [v for v in mixed if v < 100] == first and [v for v in mixed if v >= 100] == second
+    assert mixed.index(0) < 4 <= mixed.index(1)  # spread out, not concatenated
+
+
+def test_synthetic_windows_are_deterministic_and_fresh_every_epoch() -> None:
+    make = lambda epoch: SyntheticWindows(  # noqa: E731
+        1, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8, size_hw=(32, 32), epoch=epoch, ranges=TINY_RANGES
+    )
+    first, again, later = make(0), make(0), make(1)
+    assert len(first) == 2
+    a, b = first[0], again[0]
+    assert a["image"].shape == (2, 8, 32, 32) and a["mask"].shape == (1, 8, 32, 32)
+    assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+    assert (first.study_seed(0), later.study_seed(0)) == (0, 1)
+    assert not torch.equal(a["image"], later[0]["image"])
+
+
+def test_datamodule_mixes_real_and_synthetic_and_describes_its_data(labelled_folders: tuple[Path, Path]) -> None:
+    train, val = labelled_folders
+    datamodule = SegmentationDataModule(
+        TINY_PREPROCESSING, data=[train], synthetic_studies=1, windows_per_study=2, val_data=[val],
+        synthesis_ranges=TINY_RANGES, size_hw=(32, 32), batch_size=3, seed=5,
+    )
+    datamodule.setup("fit")
+    dataset = datamodule.train_dataset(epoch=0)
+    assert isinstance(dataset, Interleaved) and len(dataset) == len(datamodule.train_dataset(0).first) + 2
+    batch = next(iter(datamodule.train_dataloader()))
+    assert batch["image"].shape == (3, 2, 8, 32, 32)
+    val_batch = next(iter(datamodule.val_dataloader()))
+    assert val_batch["image"].shape[:2] == (1, 2) and val_batch["mask"].shape[1] == 1
+    described = datamodule.description()
+    assert described["real_training_cases"] == ["sub-train01_ses-0001"]
+    assert described["validation_cases"] == ["sub-val01_ses-0001"]
+    assert described["synthetic"]["seeds"][0] == 5 and described["synthetic"]["generator_version"]
+
+
+def test_training_and_validation_must_not_share_a_case(labelled_folders: tuple[Path, Path]) -> None:
+    train, _ = labelled_folders
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[train], size_hw=(32, 32))
+    with pytest.raises(ValueError, match="both in training and validation"):
+        datamodule.setup("fit")

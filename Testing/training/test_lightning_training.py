@@ -1,0 +1,59 @@
+"""Real Lightning runs on tiny studies: the loss falls, checkpoints and packages reload exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from LambdaSegmentLib.inference import load_model_package, sha256_of_file
+from LambdaSegmentLib.training import SegmentationDataModule, SegmentationModule, export_package, build_manifest
+
+from lambdasegment_training_helpers import TINY_MODEL, TINY_PREPROCESSING
+
+
+class LossHistory(L.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_index) -> None:  # noqa: ANN001
+        self.losses.append(float(outputs["loss"]))
+
+
+def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labelled_folders: tuple[Path, Path], tmp_path: Path) -> None:
+    train, val = labelled_folders
+    L.seed_everything(0, verbose=False)
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[val], size_hw=(32, 32), batch_size=1)
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=3e-3)
+    history = LossHistory()
+    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_dice", mode="max")
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_epochs=12, callbacks=[history, checkpoint], logger=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, reload_dataloaders_every_n_epochs=1,
+    )
+    trainer.fit(module, datamodule=datamodule)
+
+    first, last = history.losses[:3], history.losses[-3:]
+    assert len(history.losses) >= 12
+    assert sum(last) / 3 < 0.8 * sum(first) / 3, history.losses
+    assert Path(checkpoint.best_model_path).is_file()
+
+    best = SegmentationModule.load_from_checkpoint(checkpoint.best_model_path, map_location="cpu", weights_only=True)
+    manifest = build_manifest(best, TINY_PREPROCESSING, name="tiny", version="0.0.1", training_data=datamodule.description())
+    package_dir = export_package(best, manifest, tmp_path / "package")
+    package = load_model_package(package_dir)
+
+    written = json.loads((package_dir / "manifest.json").read_text())
+    assert written["weights_sha256"] == sha256_of_file(package_dir / written["weights_file"]) == package.sha256
+    assert written["architecture"] == {"name": "lambda_unet", "config": TINY_MODEL}
+    assert written["preprocessing"] == TINY_PREPROCESSING
+    assert written["training_data"]["validation_cases"] == ["sub-val01_ses-0001"]
+    saved = best.plain_state_dict()
+    loaded = package.model.state_dict()
+    assert list(saved) == list(loaded)
+    assert all(torch.equal(saved[key], loaded[key]) for key in saved)
+    x = torch.randn(1, 2, 5, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(best.eval()(x), package.model(x))
