@@ -201,15 +201,18 @@ def _lattice_template_index(subject: "_Subject", geometry: SliceGeometry, k: int
     return fine[:, :, :nj, :ni].numpy()
 
 
-def _blob_field(rng: np.random.Generator, centres_ijk: np.ndarray, sigmas_mm: np.ndarray, shape: tuple[int, ...]) -> CroppedField:
-    """Sum of Gaussian blobs (peak 1) on a 4 mm-stride crop of the template."""
-    stride = 4
-    grid = np.indices(tuple(-(-n // stride) for n in shape), dtype=np.float32) * stride
-    values = np.zeros(grid.shape[1:], dtype=np.float32)
+def _surface_artefact_field(centres_ijk: np.ndarray, sigmas_mm: np.ndarray, surface_mm: float) -> CroppedField:
+    """Gaussian blobs (peak 1) confined to a band ``surface_mm`` deep under the brain
+    surface, like EPI pile-up along the temporal and frontal base; 2 mm-stride grid."""
+    stride = 2
+    band = load_head_distance()[::stride, ::stride, ::stride]
+    band = np.clip((band + surface_mm) / 3.0, 0.0, 1.0) * (band < 2.0)  # soft inner edge, none outside
+    grid = np.indices(band.shape, dtype=np.float32) * stride
+    values = np.zeros(band.shape, dtype=np.float32)
     for centre, sigma in zip(centres_ijk, sigmas_mm):
         distance2 = sum((grid[a] - centre[a]) ** 2 for a in range(3))
         values += np.exp(-distance2 / (2.0 * sigma**2))
-    return CroppedField(values=np.clip(values, 0.0, 1.0), start=(0, 0, 0), stride=stride)
+    return CroppedField(values=(np.clip(values, 0.0, 1.0) * band).astype(np.float32), start=(0, 0, 0), stride=stride)
 
 
 def generate(seed: int, **ranges: Any) -> SyntheticStudy:
@@ -296,7 +299,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _blob_field(rng, picks, rng.uniform(4.0, 12.0, len(picks)), template.gm.shape)
+        artefact = _surface_artefact_field(picks, rng.uniform(5.0, 14.0, len(picks)), rng.uniform(3.0, 10.0))
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)

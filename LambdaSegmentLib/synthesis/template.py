@@ -160,7 +160,8 @@ def load_head_distance() -> np.ndarray:
 @functools.cache
 def skull_base_region() -> np.ndarray:
     """Template voxels where susceptibility artefacts pile up: near the surface of the
-    orbitofrontal cortex and the temporal poles (air-filled sinuses and mastoids)."""
+    orbitofrontal cortex, the temporal base and the inferior cerebellum (air-filled
+    sinuses, mastoids, petrous bone)."""
     template = load_tissue_template()
     distance = load_head_distance()
     ijk = np.indices(distance.shape, dtype=np.float32)
@@ -168,6 +169,7 @@ def skull_base_region() -> np.ndarray:
     near_surface = (distance > -8.0) & (distance < 1.0)
     orbitofrontal = (y > 10.0) & (z > -30.0) & (z < -5.0)
     temporal = (np.abs(x) > 30.0) & (y > -30.0) & (y < 20.0) & (z > -45.0) & (z < -10.0)
-    region = near_surface & (orbitofrontal | temporal)
+    posterior_fossa = (np.abs(x) > 15.0) & (y < -40.0) & (z < -30.0)  # mastoid air cells, petrous bone
+    region = near_surface & (orbitofrontal | temporal | posterior_fossa)
     region.setflags(write=False)
     return region
