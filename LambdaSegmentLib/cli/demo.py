@@ -86,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"{kind:>4}: {report['outputs'][kind]}")
     if untrained:
         print(f"demo: the model is {UNTRAINED_LABEL}; its mask means nothing", file=sys.stderr)
-    print("Research use only — not a medical device.")
+    print("Research use only - not a medical device.")  # ASCII: stdout may not be UTF-8
     return 0
