@@ -12,6 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.inference import ModelPackage
 
 DEMO_STUDY_DIR = Path(__file__).resolve().parents[1] / "resources" / "demo"
 
@@ -52,7 +56,7 @@ def demo_study(output_dir: Path, overwrite: bool) -> tuple[dict[str, Path], str,
     return images, "geometric phantom (no demo study is installed)", truth
 
 
-def demo_package(output_dir: Path, overwrite: bool):  # -> ModelPackage
+def demo_package(output_dir: Path) -> "ModelPackage":
     from LambdaSegmentLib.inference import BUNDLED_PACKAGE, load_model_package
     from LambdaSegmentLib.inference.untrained import UNTRAINED_LABEL, save_untrained_package
 
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = CaseOutputs(mask=output_dir / "demo_mask.nii.gz", report=output_dir / "demo_report.json", overwrite=args.overwrite)
     check_outputs(CaseInputs({}), outputs)  # refuse an earlier run's results before any work
     images, description, truth = demo_study(output_dir, args.overwrite)
-    package = demo_package(output_dir, args.overwrite)
+    package = demo_package(output_dir)
     untrained = UNTRAINED_LABEL.split(",")[0] in str(package.manifest.get("training_data", ""))
     report, segmentation = segment_case("demo", CaseInputs(images), outputs, package, device=args.device)
 
