@@ -12,8 +12,8 @@ the authors' code) does, written here from the equations:
 
 ``ReferenceLambdaPlus`` wraps a project ``LambdaPlus`` and uses its parameters, so
 ``reference_model(model)`` turns a LambdaUNet into the reference with the same weights.
-Only the 2.5D layer (local R x R + inter-slice T, either optional) is covered, not the
-LambdaUNet-3D variant.
+The LambdaUNet-3D variant (an R x R x T local context) is a Conv3d over (t, H, W) per
+value channel.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
 
     x: ((b t), c, H, W) -> ((b t), heads * v, H, W) (contiguous NCHW).
     """
-    if layer.local_3d:
-        raise NotImplementedError("the reference covers the 2.5D Lambda+ only")
     check_slice_batch(x, num_slices)
     height, width = x.shape[-2:]
     p = height * width
@@ -65,7 +63,12 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
     # (found by these tests), so the two contractions are explicit matmuls.
     content = torch.matmul(rearrange(k, "B u k m -> B k (u m)"), rearrange(v, "B u v m -> B (u m) v"))
     lam = repeat(content, "B k v -> B k v p", p=p)  # global lambda, eq. 1-2
-    if layer.local_weight is not None:  # local lambda, eq. 3-4
+    if layer.local_3d:  # LambdaUNet-3D: one R x R x T local lambda, a Conv3d over (t, H, W) per value channel
+        r, t_ctx = layer.local_size, layer.slice_context
+        v_volume = rearrange(v, "(b t) u v (H W) -> (b v) u t H W", t=num_slices, H=height)
+        local = F.conv3d(v_volume, layer.local_weight, layer.local_bias, padding=(t_ctx // 2, r // 2, r // 2))
+        lam = lam + rearrange(local, "(b v) k t H W -> (b t) k v (H W)", v=layer.value_dim)
+    elif layer.local_weight is not None:  # local lambda, eq. 3-4
         r = layer.local_size
         v_local = rearrange(v, "B u v (H W) -> B u v H W", H=height)
         local = F.conv3d(v_local, layer.local_weight, layer.local_bias, padding=(0, r // 2, r // 2))

@@ -74,8 +74,9 @@ class _NeighbourhoodMatmul(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, weights: torch.Tensor, grid: torch.Tensor, rows: tuple[_Row, ...], margin: int) -> torch.Tensor:
-        ctx.save_for_backward(weights, grid)
-        ctx.rows, ctx.margin = rows, margin
+        if ctx is not None:  # None: called directly for inference, without autograd
+            ctx.save_for_backward(weights, grid)
+            ctx.rows, ctx.margin = rows, margin
         num_pixels, intra, value = weights.shape[0], grid.shape[1], grid.shape[2]
         out = None
         for row in rows:
@@ -275,7 +276,7 @@ class LambdaPlus(nn.Module):
         y = torch.bmm(q.reshape(folded, height * width * heads, kd), content)  # B (n h) v
         y = y.view(folded, height, width, heads * vd)
         if positional is not None:
-            y = y + self._apply_positional(q, values, positional[0], positional[2], num_slices, height, width)
+            y = self._add_positional(y, q, values, positional[0], positional[2], num_slices, height, width)
         return y.permute(0, 3, 1, 2)  # B (h v) H W, channels-last strides
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -294,22 +295,21 @@ class LambdaPlus(nn.Module):
             v = self.norm_v(v.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
             k = k.reshape(folded, height, width, -1)
         else:
+            # Three GEMMs straight into contiguous tensors (no split copies at inference).
             scale_q, shift_q = _bn_affine(self.norm_q)
             scale_v, shift_v = _bn_affine(self.norm_v)
-            weight = torch.cat([w_q * scale_q[:, None], w_k, w_v * scale_v[:, None]])
-            bias = torch.cat([shift_q, shift_q.new_zeros(ud * kd), shift_v])
-            projected = torch.addmm(bias, pixels, weight.T)
-            q, k, v = (
-                part.reshape(folded, height, width, -1) for part in projected.split(sizes, dim=1)
-            )
+            q = torch.addmm(shift_q, pixels, (w_q * scale_q[:, None]).T).view(folded, height, width, -1)
+            k = (pixels @ w_k.T).view(folded, height, width, -1)
+            v = torch.addmm(shift_v, pixels, (w_v * scale_v[:, None]).T).view(folded, height, width, -1)
         return (
             q.reshape(folded, height, width, heads, kd),
             k.reshape(folded, height, width, ud, kd),
             v.reshape(folded, height, width, ud, vd),
         )
 
-    def _apply_positional(
+    def _add_positional(
         self,
+        y: torch.Tensor,
         q: torch.Tensor,
         values: torch.Tensor,
         kernel: torch.Tensor,
@@ -318,17 +318,28 @@ class LambdaPlus(nn.Module):
         height: int,
         width: int,
     ) -> torch.Tensor:
-        """sum_m q_n^T E_{n-m} V_m^T over the positional neighbourhood; returns (B, H, W, h v)."""
+        """y + sum_m q_n^T E_{n-m} V_m^T over the positional neighbourhood; y is (B, H, W, h v)."""
         depth, side = self.kernel_extent
         pt, ps = depth // 2, side // 2
-        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        heads, vd = self.heads, self.value_dim
         rows, kernel_matrix = _kernel_rows(kernel, offsets, depth, side, num_slices, height, width)
         padded_shape = (num_slices + 2 * pt, height + 2 * ps, width + 2 * ps)
         # Pixels of the padded grid; zero slices at both ends of every study keep studies apart.
         margin = pt * padded_shape[1] * padded_shape[2] + ps * padded_shape[2] + ps
         grid = _padded_flat(values, num_slices, (pt, ps), margin)  # (margin + N + margin) u v
         q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
-        if self.chosen_positional_path() == "reassociated":
+        no_grad = not (torch.is_grad_enabled() and (q.requires_grad or values.requires_grad or kernel.requires_grad))
+        path = self.chosen_positional_path()
+        if path == "reassociated" and no_grad:
+            # Inference: per-pixel weights in chunks of pixels, so that the (N, h, o u)
+            # weights never exist at once; the result is the same.
+            out = q_grid.new_empty(q_grid.shape[0], heads, vd)
+            chunk = max(1024, 2**22 // max(1, heads * kernel_matrix.shape[1]))
+            for start in range(0, q_grid.shape[0], chunk):
+                stop = min(q_grid.shape[0], start + chunk)
+                weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u)
+                out[start:stop] = _NeighbourhoodMatmul.forward(None, weights, grid[start:], rows, margin)
+        elif path == "reassociated":
             weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
             out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
         else:
@@ -336,8 +347,9 @@ class LambdaPlus(nn.Module):
                 kernel_matrix.expand(q_grid.shape[0], -1, -1), grid, rows, margin
             )  # N k v: the per-pixel positional lambdas
             out = torch.bmm(q_grid, lambdas)  # N h v
-        out = out.view(-1, *padded_shape, heads * vd)
-        return out[:, pt : pt + num_slices, ps : ps + height, ps : ps + width].reshape(-1, height, width, heads * vd)
+        interior = out.view(-1, *padded_shape, heads * vd)[:, pt : pt + num_slices, ps : ps + height, ps : ps + width]
+        interior = interior.reshape(-1, height, width, heads * vd)
+        return y.add_(interior) if no_grad else y + interior
 
 
 def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,10 +7,12 @@ decoder is convolutional. Slices interact only inside Lambda+ layers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .lambda_plus import LambdaPlus
 from .registry import register_model
@@ -23,10 +25,17 @@ class LambdaDown(nn.Module):
     """MaxPool2d(2) then [Lambda+ -> BN -> ReLU] x 2.
 
     forward(x ((b t), in, h, w), num_slices) -> ((b t), out, h/2, w/2).
+
+    With ``checkpoint_activations`` the block keeps only its input during training and
+    recomputes its activations in the backward pass (less memory, about one more forward
+    of the block); its BatchNorms' running statistics are updated once, as without it.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, **lambda_config: object) -> None:
+    def __init__(
+        self, in_channels: int, out_channels: int, checkpoint_activations: bool = False, **lambda_config: object
+    ) -> None:
         super().__init__()
+        self.checkpoint_activations = checkpoint_activations
         self.pool = nn.MaxPool2d(2)
         self.lambda1 = LambdaPlus(in_channels, out_channels, **lambda_config)
         self.norm1 = nn.BatchNorm2d(out_channels)
@@ -35,8 +44,33 @@ class LambdaDown(nn.Module):
         self.act = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
+        if self.checkpoint_activations and self.training and torch.is_grad_enabled():
+            return checkpoint(
+                self._body, x, num_slices, use_reentrant=False,
+                context_fn=lambda: (nullcontext(), frozen_batch_norm_statistics(self)),
+            )
+        return self._body(x, num_slices)
+
+    def _body(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
         x = self.act(self.norm1(self.lambda1(self.pool(x), num_slices)))
         return self.act(self.norm2(self.lambda2(x, num_slices)))
+
+
+@contextmanager
+def frozen_batch_norm_statistics(module: nn.Module) -> Iterator[None]:
+    """BatchNorms inside ``module`` normalise with batch statistics but leave their running
+    statistics unchanged (for the recomputation of a checkpointed block)."""
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [(m.momentum, m.num_batches_tracked.clone() if m.num_batches_tracked is not None else None) for m in norms]
+    for m in norms:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, (momentum, tracked) in zip(norms, saved):
+            m.momentum = momentum
+            if tracked is not None:
+                m.num_batches_tracked.copy_(tracked)
 
 
 class LambdaUNet(UNet2p5d):
@@ -51,6 +85,8 @@ class LambdaUNet(UNet2p5d):
         local_size: R of the local lambda (3).
         slice_context: T of the inter-slice lambda (3); 0 gives LambdaUNet-2D.
         local_3d: R x R x T local context instead of the inter-slice lambda (LambdaUNet-3D).
+        checkpoint_activations: recompute each encoder block's activations in the backward
+            pass instead of storing them (training memory; same results).
 
     forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w); h, w divisible by 16, t >= 1.
 
@@ -70,6 +106,7 @@ class LambdaUNet(UNet2p5d):
         local_size: int = 3,
         slice_context: int = 3,
         local_3d: bool = False,
+        checkpoint_activations: bool = False,
     ) -> None:
         lambda_config = dict(
             key_dim=key_dim,
@@ -79,7 +116,9 @@ class LambdaUNet(UNet2p5d):
             slice_context=slice_context,
             local_3d=local_3d,
         )
-        super().__init__(in_channels, widths, lambda a, b: LambdaDown(a, b, **lambda_config))
+        super().__init__(
+            in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, **lambda_config)
+        )
         self.slice_context = slice_context
 
     @property

@@ -36,9 +36,11 @@ reference = _load_reference()
 
 
 def random_configuration(seed: int) -> dict:
-    """A random 2.5D Lambda+ configuration and batch shape (heads, k, u, v, R, T, b, t, H, W)."""
+    """A random Lambda+ configuration (2.5D, or 3D local context for a quarter) and batch
+    shape (heads, k, u, v, R, T, b, t, H, W)."""
     rng = random.Random(seed)
     value_dim = rng.randint(1, 4)
+    local_3d = rng.random() < 0.25  # LambdaUNet-3D: R x R x T local context, both odd and > 0
     return dict(
         layer=dict(
             in_channels=rng.randint(2, 5),
@@ -46,8 +48,9 @@ def random_configuration(seed: int) -> dict:
             key_dim=rng.randint(1, 5),
             intra_depth=rng.randint(1, 3),
             value_dim=value_dim,
-            local_size=rng.choice([0, 1, 3, 5]),
-            slice_context=rng.choice([0, 1, 3, 5]),
+            local_size=rng.choice([1, 3, 5] if local_3d else [0, 1, 3, 5]),
+            slice_context=rng.choice([1, 3, 5] if local_3d else [0, 1, 3, 5]),
+            local_3d=local_3d,
         ),
         studies=rng.randint(1, 3),
         slices=rng.randint(1, 5),
@@ -88,7 +91,7 @@ def assert_all_close(actual: list[torch.Tensor], expected: list[torch.Tensor], t
 
 @pytest.mark.parametrize("path", ["reassociated", "materialised"])
 @pytest.mark.parametrize("mode", ["train", "eval"])
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(10))
 def test_equals_reference_values_and_gradients_in_float32(seed: int, mode: str, path: str) -> None:
     """Output and every gradient (input, all parameters; train mode uses batch statistics)
     of the float32 layer match the reference maths within 1e-5 (relative to each tensor's
@@ -119,15 +122,6 @@ def test_reference_is_the_per_pixel_maths() -> None:
         torch.testing.assert_close(
             reference.reference_lambda_plus(layer, x, 3), per_pixel_reference(layer, x, 3), atol=1e-10, rtol=1e-10
         )
-
-
-@pytest.mark.parametrize("path", ["reassociated", "materialised"])
-def test_lambda_unet_3d_layer_gradients_pass_gradcheck(path: str) -> None:
-    """The hand-written backward of the neighbourhood contraction, for a full R x R x T kernel."""
-    layer = make_layer(local_3d=True, key_dim=2, intra_depth=2).train()
-    layer.positional_path = path
-    x = torch.randn(2 * 3, 3, 3, 4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t, w, s: layer(t, 3), (x, layer.local_weight, layer.to_v.weight))
 
 
 def test_both_contractions_agree_on_a_lambda_unet_3d_layer() -> None:
@@ -190,7 +184,7 @@ def test_inference_with_every_optimisation_equals_the_plain_path(name: str, conf
     """BatchNorm folding, channels-last and slice chunking change no output: exactly (float64)
     and, in float32, by no more than the plain float32 model's own rounding error."""
     torch.manual_seed(0)
-    x = torch.randn(2, 2, 5, 32, 32)
+    x = torch.randn(2, 2, 3, 16, 16)
     model = trained_looking(create_model(name, **config), x)
     before = {key: value.clone() for key, value in model.state_dict().items()}
     optimised = optimise_for_inference(model, slice_chunk=2)
@@ -210,7 +204,7 @@ def test_inference_with_every_optimisation_equals_the_plain_path(name: str, conf
 
 
 def test_batch_norm_folding_removes_every_conv_batch_norm_pair() -> None:
-    model = trained_looking(create_model("lambda_unet", **SMALL), torch.randn(1, 2, 3, 32, 32))
+    model = trained_looking(create_model("lambda_unet", **SMALL), torch.randn(1, 2, 3, 16, 16))
     # Stem 2 + decoder 4 levels x 2 convolutions; the BatchNorms after Lambda+ layers stay.
     assert fold_batch_norms(model) == 10
     remaining = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
@@ -220,3 +214,23 @@ def test_batch_norm_folding_removes_every_conv_batch_norm_pair() -> None:
 def test_folding_refuses_a_training_model() -> None:
     with pytest.raises(ValueError, match="eval-mode"):
         fold_batch_norms(create_model("unet", widths=(4, 8, 16, 32, 64)).train())
+
+
+def test_activation_checkpointing_gives_the_same_training_step() -> None:
+    """create_model(..., checkpoint_activations=True): same loss, gradients and BatchNorm
+    running statistics as without it."""
+    x = torch.randn(2, 2, 3, 16, 16)
+    results = []
+    for checkpointed in (False, True):
+        torch.manual_seed(0)
+        model = create_model("lambda_unet", **SMALL, checkpoint_activations=checkpointed).train()
+        loss = model(x).square().mean()
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()},
+                        {n: b.clone() for n, b in model.named_buffers()}))
+    (loss_a, grads_a, buffers_a), (loss_b, grads_b, buffers_b) = results
+    torch.testing.assert_close(loss_b, loss_a, atol=0, rtol=0)
+    for name in grads_a:
+        torch.testing.assert_close(grads_b[name], grads_a[name], atol=1e-6, rtol=1e-5, msg=name)
+    for name in buffers_a:
+        torch.testing.assert_close(buffers_b[name], buffers_a[name], atol=0, rtol=0, msg=name)
