@@ -47,7 +47,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     "lesion_kind": None,  # one of LESION_KINDS, "none", or None (random)
     "lesion_free_probability": 0.12,
     "relative_adc": (0.45, 0.8),  # lesion core ADC / normal tissue ADC
-    "t2_shine_through": (0.0, 0.8),  # relative b0 increase in the lesion
+    "t2_shine_through": (0.0, 0.5),  # relative b0 increase in the lesion
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
     "snr_b0": (12.0, 45.0),
@@ -326,7 +326,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     fractions = np.zeros((4, *shape), np.float32)  # background, CSF, GM, WM
     lesion_fraction = np.zeros(shape, np.float32)
     territory_map = np.zeros(shape, np.int16)
-    texture_s0 = 1.0 + rng.uniform(0.02, 0.07) * smooth_noise(rng, shape, 1.5)
+    texture_s0 = 1.0 + rng.uniform(0.03, 0.09) * smooth_noise(rng, shape, 1.5)
     texture_adc = 1.0 + rng.uniform(0.02, 0.06) * smooth_noise(rng, shape, 1.5)
     lesion_texture = 1.0 + rng.uniform(0.05, 0.2) * smooth_noise(rng, shape, 1.0)
     for k in range(nk):
@@ -344,18 +344,18 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         adc_w = np.full_like(gm, adc_wm)
         s0_g = np.full_like(gm, s0_gm)
         s0_w = np.full_like(gm, s0_wm)
+        lesion_here = lesion.sample(ijk) if lesion is not None else np.zeros_like(gm)
         if old_infarct is not None:
-            old = old_infarct.sample(ijk) * old_fill
+            # an old infarct never overlaps the acute one (that would contradict the label)
+            old = old_infarct.sample(ijk) * old_fill * np.clip(1.0 - 2.0 * lesion_here, 0.0, 1.0)
             csf = csf + old * (gm + wm)
             gm, wm = gm * (1 - old), wm * (1 - old)
             adc_g, adc_w = adc_g * (1 + old), adc_w * (1 + old)  # gliosis
         if wm_hyperintensity is not None:
-            wmh = wm_hyperintensity.sample(ijk)
+            wmh = wm_hyperintensity.sample(ijk) * np.clip(1.0 - 2.0 * lesion_here, 0.0, 1.0)
             s0_w = s0_w * (1 + wmh_t2 * wmh)
             adc_w = adc_w * (1 + wmh_adc * wmh)
-        lesion_here = np.zeros_like(gm)
         if lesion is not None:
-            lesion_here = lesion.sample(ijk)
             depth = lesion_depth.sample(ijk)
             severity = lesion_here * (rim_fraction + (1.0 - rim_fraction) * depth)
             severity = np.clip(severity * np.repeat(lesion_texture[k][None], n_sub, 0).ravel()[head], 0.0, 1.0)
