@@ -18,9 +18,9 @@ WORK_DIR=${WORK_DIR:-${TMPDIR:-/tmp}/lambdaunet-dwi.training}
 MAX_TIME=${MAX_TIME:-00:01:28:00}
 
 exec "$PYTHON" -m LambdaSegmentLib train \
-  --model lambda_unet --model-config '{"widths": [16, 32, 64, 128, 256], "value_dim": 16}' \
-  --loss dice_bce --lr 1e-3 --constant-epochs 6 --decay-end-epoch 14 --max-epochs 14 \
-  --synthetic 4 --windows-per-study 8 --batch-size 2 --window-size 64 64 \
+  --model lambda_unet --model-config '{"widths": [8, 16, 32, 64, 128], "value_dim": 8}' \
+  --loss dice_bce --lr 1e-3 --constant-epochs 12 --decay-end-epoch 24 --max-epochs 24 \
+  --synthetic 6 --windows-per-study 8 --batch-size 4 --window-size 64 64 --lesion-probability 0.8 --artefact-augmentation 0.5 \
   --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' \
   --val-data "$VAL_DATA" --seed 20261122 --workers 1 \
   --accelerator cpu --devices 1 --max-time "$MAX_TIME" --log-every-steps 2 \

@@ -61,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--batch-size", type=int, default=recipe.WINDOWS_PER_BATCH, help="windows per batch (paper: 12)")
     data.add_argument("--window-size", type=int, nargs=2, default=(128, 128), metavar=("H", "W"), help="in-plane window size (128 128)")
     data.add_argument("--lesion-probability", type=float, default=0.7, help="chance a synthetic window is centred on a lesion (0.7)")
+    data.add_argument("--artefact-augmentation", type=float, default=0.0, metavar="P", help="share of synthetic windows given bright DWI artefacts with normal ADC (0)")
     data.add_argument("--workers", type=int, default=0, help="DataLoader workers (0)")
     data.add_argument("--seed", type=int, default=0, help="seed of synthetic studies, window order and initialisation (0)")
 
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         size_hw=tuple(args.window_size),
         lesion_probability=args.lesion_probability,
+        artefact_probability=args.artefact_augmentation,
         num_workers=args.workers,
     )
     module = SegmentationModule(

@@ -39,6 +39,8 @@ class SegmentationDataModule(L.LightningDataModule):
         batch_size: windows per batch (the paper's 12).
         size_hw: in-plane size of training windows (crop or zero pad; divisible by 16).
         lesion_probability: chance that a synthetic window is centred on a lesion voxel.
+        artefact_probability: share of synthetic windows given bright DWI artefacts with a
+            normal ADC (``augmentation.add_bright_artefacts``); 0 = none (the paper had none).
         num_workers: DataLoader workers (synthesis runs in them).
     """
 
@@ -57,6 +59,7 @@ class SegmentationDataModule(L.LightningDataModule):
         batch_size: int = recipe.WINDOWS_PER_BATCH,
         size_hw: tuple[int, int] = (128, 128),
         lesion_probability: float = 0.7,
+        artefact_probability: float = 0.0,
         num_workers: int = 0,
     ) -> None:
         super().__init__()
@@ -73,6 +76,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.seed, self.window_slices, self.batch_size = int(seed), int(window_slices), int(batch_size)
         self.size_hw = (int(size_hw[0]), int(size_hw[1]))
         self.lesion_probability, self.num_workers = float(lesion_probability), int(num_workers)
+        self.artefact_probability = float(artefact_probability)
         self.train_cases: list[PreparedCase] = []
         self.val_cases: list[PreparedCase] = []
         self.epochs_served = 0
@@ -112,6 +116,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     epoch=epoch,
                     lesion_probability=self.lesion_probability,
                     ranges=self.synthesis_ranges,
+                    artefact_probability=self.artefact_probability,
                 )
             )
         return parts[0] if len(parts) == 1 else Interleaved(*parts)
@@ -162,5 +167,6 @@ class SegmentationDataModule(L.LightningDataModule):
                 ),
                 "ranges": {k: list(v) if isinstance(v, tuple) else v for k, v in self.synthesis_ranges.items()},
                 "lesion_window_probability": self.lesion_probability,
+                "bright_artefact_augmentation_probability": self.artefact_probability,
             }
         return described

@@ -68,8 +68,9 @@ class SegmentationModule(L.LightningModule):
         activation_checkpointing: recompute block activations in the backward pass.
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
-    studies of the volume Dice at ``threshold``; the checkpoint monitor) and ``val_dsc``
-    (the paper's per-slice DSC).
+    studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
+    finite; the checkpoint monitor), ``val_dsc`` (the paper's per-slice DSC) and
+    ``val_nonfinite`` (fraction of studies with NaN/inf logits).
     """
 
     def __init__(
@@ -111,14 +112,18 @@ class SegmentationModule(L.LightningModule):
         target = batch["mask"]
         loss = self.loss_fn(logits, target)
         predicted = (logits.float().sigmoid() >= self.hparams.threshold)
+        # Inference refuses a study whose output holds NaN/inf, so such a study scores 0
+        # here: the checkpoint monitor never prefers a model that fails on real data.
+        finite = [bool(torch.isfinite(case).all()) for case in logits]
         dice = torch.tensor(
-            [volume_dice(p[0].cpu().numpy(), g[0].cpu().numpy()) for p, g in zip(predicted, target)]
+            [volume_dice(p[0].cpu().numpy(), g[0].cpu().numpy()) if ok else 0.0 for p, g, ok in zip(predicted, target, finite)]
         ).mean()
         dsc = torch.tensor([per_slice_dice(p[0], g[0], slice_axis=0) for p, g in zip(predicted, target)]).mean()
         size = batch["image"].shape[0]
         self.log("val_loss", loss, batch_size=size, sync_dist=True)
         self.log(recipe.MONITOR, dice.to(self.device), prog_bar=True, batch_size=size, sync_dist=True)
         self.log("val_dsc", dsc.to(self.device), batch_size=size, sync_dist=True)
+        self.log("val_nonfinite", torch.tensor(float(not all(finite)), device=self.device), batch_size=size, sync_dist=True)
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .augmentation import add_bright_artefacts
 from .prepared import PreparedCase, prepare_synthetic
 
 VALIDATION_SEED_OFFSET = 10_000_000  # synthetic validation seeds never meet training seeds
@@ -99,6 +100,9 @@ class RealWindows(Dataset):
 class SyntheticWindows(Dataset):
     """``studies`` synthetic studies made on the fly, ``windows_per_study`` random windows each.
 
+    With ``artefact_probability`` > 0 that share of windows gets bright DWI artefacts with
+    a normal ADC (:mod:`.augmentation`).
+
     Study ``s`` of epoch ``e`` has seed ``base_seed + e * studies + s``, so every epoch sees
     fresh studies, deterministically, on every worker and rank. Consecutive items share a
     study (a one-study cache per worker), so keep this dataset unshuffled.
@@ -116,8 +120,12 @@ class SyntheticWindows(Dataset):
         epoch: int = 0,
         lesion_probability: float = 0.7,
         ranges: Mapping[str, Any] | None = None,
+        artefact_probability: float = 0.0,
     ) -> None:
         self.studies, self.windows_per_study = int(studies), int(windows_per_study)
+        self.artefact_probability = float(artefact_probability)
+        channels = list(self.preprocessing_channels(preprocessing))
+        self.dwi_channel = channels.index("dwi") if "dwi" in channels else None
         self.preprocessing, self.ranges = dict(preprocessing), dict(ranges or {})
         self.window_slices, self.size_hw = window_slices, size_hw
         self.base_seed, self.epoch, self.lesion_probability = int(base_seed), int(epoch), lesion_probability
@@ -135,7 +143,14 @@ class SyntheticWindows(Dataset):
         if self._cache is None or self._cache[0] != seed:
             self._cache = (seed, prepare_synthetic(seed, self.preprocessing, self.ranges))
         rng = np.random.default_rng([seed, window])
-        return random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
+        item = random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
+        if self.dwi_channel is not None and rng.random() < self.artefact_probability:
+            item = add_bright_artefacts(item, rng, dwi_channel=self.dwi_channel)
+        return item
+
+    @staticmethod
+    def preprocessing_channels(preprocessing: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(preprocessing.get("channels", ()))
 
 
 class Interleaved(Dataset):

@@ -129,3 +129,19 @@ def test_training_and_validation_must_not_share_a_case(labelled_folders: tuple[P
     datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[train], size_hw=(32, 32))
     with pytest.raises(ValueError, match="both in training and validation"):
         datamodule.setup("fit")
+
+
+def test_bright_artefacts_brighten_dwi_outside_the_lesion_only() -> None:
+    from LambdaSegmentLib.training.augmentation import add_bright_artefacts
+
+    image = torch.ones(2, 8, 32, 32)
+    mask = torch.zeros(1, 8, 32, 32)
+    mask[0, :, 10:20, 10:20] = 1
+    window = {"image": image, "mask": mask}
+    augmented = add_bright_artefacts(window, np.random.default_rng(3), dwi_channel=1, max_blobs=3, gain_range=(4.0, 4.0))
+    assert torch.equal(augmented["image"][0], image[0])  # eADC (normal ADC) untouched
+    assert torch.equal(augmented["mask"], mask)
+    dwi = augmented["image"][1]
+    assert (dwi >= 1).all() and dwi.max() > 3.0
+    assert torch.equal(dwi[mask[0] > 0], torch.ones(int(mask.sum())))  # the lesion itself is unchanged
+    assert torch.equal(window["image"], torch.ones(2, 8, 32, 32))  # the input window is not modified
