@@ -68,9 +68,12 @@ def test_segment_writes_a_mask_on_the_dwi_grid_and_a_report_whose_numbers_are_th
     assert report_path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_slab_inference_through_the_cli_equals_one_pass(tmp_path: Path) -> None:
-    """A memory budget of 12 slices forces overlapping slabs (4-slice halo): the same probabilities."""
+def test_slab_inference_through_the_cli_equals_one_pass(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A memory budget of 12 slices forces overlapping slabs (4-slice halo): the same probabilities
+    (in-process through ``cli.main``; the engine-level test is in Testing/inference)."""
     from lambdasegment_cli_helpers import write_phantom
+
+    from LambdaSegmentLib.cli import main
 
     from LambdaSegmentLib.inference.memory import bytes_per_slice, parameter_bytes
     from LambdaSegmentLib.inference.untrained import DEFAULT_PREPROCESSING, save_untrained_package
@@ -86,11 +89,12 @@ def test_slab_inference_through_the_cli_equals_one_pass(tmp_path: Path) -> None:
     budget_gb = (parameter_bytes(package.model) + 12.5 * bytes_per_slice(package.model, height, width)) / 2**30
     runs = {}
     for name, budget in (("one_pass", []), ("slabs", ["--memory-budget-gb", f"{budget_gb:.9f}"])):
-        result = lambdasegment("segment", "--dwi", study.dwi, "--adc", study.adc,
-                               "--output", tmp_path / f"{name}.nii.gz", "--probability", tmp_path / f"{name}_p.nii.gz",
-                               "--model", model_dir, "--device", "cpu", *budget)
-        assert result.returncode == 0, result.stderr
-        runs[name] = result.stdout
+        code = main([str(a) for a in ["segment", "--dwi", study.dwi, "--adc", study.adc,
+                                      "--output", tmp_path / f"{name}.nii.gz", "--probability", tmp_path / f"{name}_p.nii.gz",
+                                      "--model", model_dir, "--device", "cpu", *budget]])
+        output = capsys.readouterr()
+        assert code == 0, output.err
+        runs[name] = output.out
     assert num_slices == 16
     assert "1 pass(es)" in runs["one_pass"] and "4 pass(es)" in runs["slabs"]  # cores of 12 - 2 x 4 slices
     one_pass = sitk.GetArrayFromImage(sitk.ReadImage(str(tmp_path / "one_pass_p.nii.gz")))
