@@ -3,7 +3,8 @@
 The stack is run in one pass when its estimated peak memory fits the budget, otherwise
 in overlapping slabs along the slice axis (``slabs.py``) whose stitched output equals the
 one-pass output, because each slab's halo covers the model's through-slice receptive
-field. An exact slab needs at least 2 x halo + 1 input slices (17 for the paper's
+field. The network run is ``models.fusion.optimise_for_inference``'s copy of the package's
+model (BatchNorms folded, channels-last, 2D parts slice-chunked). An exact slab needs at least 2 x halo + 1 input slices (17 for the paper's
 LambdaUNet), so a budget below that is exceeded, with a warning, rather than giving a
 different result.
 
@@ -98,6 +99,19 @@ def predict_probability(
     return probability
 
 
+SLICE_CHUNK = 4  # slices at a time through the 2D stem and decoder (models/fusion.py)
+
+
+def inference_model(model: nn.Module, device: torch.device) -> nn.Module:
+    """An inference copy of ``model`` on ``device``: BatchNorms folded, channels-last weights,
+    and the 2D parts of the UNet family run ``SLICE_CHUNK`` slices at a time (less peak
+    memory, no halo recomputation). Same outputs up to float rounding
+    (``LambdaSegmentLib.models.fusion``); the package's own model is left as it is."""
+    from LambdaSegmentLib.models.fusion import optimise_for_inference
+
+    return optimise_for_inference(model, slice_chunk=SLICE_CHUNK).to(device)
+
+
 def plan_for_budget(model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int) -> list[Slab]:
     """Slab plan for a (c, t, h, w) stack under ``budget_bytes``."""
     _c, num_slices, height, width = channels_shape
@@ -141,7 +155,7 @@ def segment_study(
     channels = np.asarray(prepared.channels, dtype=np.float32)
     budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
-    model = package.model.to(torch_device)  # stays there: the next study reuses it
+    model = inference_model(package.model, torch_device)
     probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress, precision=precision)
     non_finite = int(np.count_nonzero(~np.isfinite(probability)))
     if non_finite:
