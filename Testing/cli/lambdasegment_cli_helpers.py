@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from LambdaSegmentLib.inference.phantom import make_phantom
-from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io import write_volume
 
 
