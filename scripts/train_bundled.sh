@@ -19,7 +19,7 @@ MAX_TIME=${MAX_TIME:-00:01:28:00}
 
 exec "$PYTHON" -m LambdaSegmentLib train \
   --model lambda_unet --model-config '{"widths": [8, 16, 32, 64, 128], "value_dim": 8}' \
-  --loss dice_bce --lr 1e-3 --constant-epochs 12 --decay-end-epoch 24 --max-epochs 24 \
+  --loss dice_bce --optimizer adamw --lr 2e-3 --weight-decay 1e-4 --constant-epochs 10 --decay-end-epoch 20 --max-epochs 20 \
   --synthetic 6 --windows-per-study 8 --batch-size 4 --window-size 64 64 --lesion-probability 0.8 --artefact-augmentation 0.5 \
   --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' \
   --val-data "$VAL_DATA" --seed 20261122 --workers 1 \

@@ -66,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--seed", type=int, default=0, help="seed of synthetic studies, window order and initialisation (0)")
 
     optim = parser.add_argument_group("recipe")
+    optim.add_argument("--optimizer", choices=("rmsprop", "adamw"), default="rmsprop", help="rmsprop (the paper's, momentum 0.9) or adamw")
+    optim.add_argument("--weight-decay", type=float, default=recipe.WEIGHT_DECAY, help="weight decay (1e-8)")
     optim.add_argument("--lr", type=float, default=recipe.LEARNING_RATE, help="base learning rate (1e-4)")
     optim.add_argument("--constant-epochs", type=int, default=recipe.CONSTANT_EPOCHS, help="epochs at the base lr (20)")
     optim.add_argument("--decay-end-epoch", type=int, default=recipe.DECAY_END_EPOCH, help="epoch where the lr reaches 0 (100)")
@@ -143,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
         args.model_config,
         loss=args.loss,
         learning_rate=args.lr,
+        weight_decay=args.weight_decay,
+        optimizer=args.optimizer,
         constant_epochs=args.constant_epochs,
         decay_end_epoch=args.decay_end_epoch,
         threshold=args.threshold,
@@ -158,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             version=args.version,
             training_data=datamodule.description(),
             training={
-                "command": " ".join(shlex.quote(part) for part in sys.argv),
+                "command": "lambdasegment " + " ".join(shlex.quote(part) for part in sys.argv[1:]),
                 "devices": str(args.devices),
                 "num_nodes": args.num_nodes,
                 "strategy": args.strategy,

@@ -66,7 +66,11 @@ def build_manifest(
         "training_data": training_data,
         "training": {
             "loss": hp.loss,
-            "optimizer": {"name": "RMSprop", "lr": hp.learning_rate, "momentum": hp.momentum, "weight_decay": hp.weight_decay},
+            "optimizer": (
+                {"name": "AdamW", "lr": hp.learning_rate, "weight_decay": hp.weight_decay}
+                if hp.get("optimizer", "rmsprop") == "adamw"
+                else {"name": "RMSprop", "lr": hp.learning_rate, "momentum": hp.momentum, "weight_decay": hp.weight_decay}
+            ),
             "schedule": f"lr constant for {hp.constant_epochs} epochs, then linear to 0 at epoch {hp.decay_end_epoch}",
             "activation_checkpointing": bool(hp.activation_checkpointing),
             "library_revision": source_revision(),

@@ -20,6 +20,8 @@ from LambdaSegmentLib.models import create_model
 from . import recipe
 from .losses import make_loss
 
+OPTIMIZERS = ("rmsprop", "adamw")
+
 
 def apply_activation_checkpointing(model: nn.Module) -> list[str]:
     """Recompute the activations of the encoder and decoder blocks in the backward pass.
@@ -66,6 +68,7 @@ class SegmentationModule(L.LightningModule):
             then linear decay to 0 at ``decay_end_epoch`` (20, 100).
         threshold: probability at which validation masks are cut (0.5).
         activation_checkpointing: recompute block activations in the backward pass.
+        optimizer: "rmsprop" (the paper's) or "adamw" (momentum unused; for short budgets).
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -85,6 +88,7 @@ class SegmentationModule(L.LightningModule):
         decay_end_epoch: int = recipe.DECAY_END_EPOCH,
         threshold: float = recipe.THRESHOLD,
         activation_checkpointing: bool = False,
+        optimizer: str = "rmsprop",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -92,6 +96,8 @@ class SegmentationModule(L.LightningModule):
         self.model_config = dict(model_config or {})
         self.model = create_model(model_name, **self.model_config)
         self.loss_fn = make_loss(loss)
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; available: {', '.join(OPTIMIZERS)}")
         if activation_checkpointing:
             apply_activation_checkpointing(self.model)
 
@@ -127,9 +133,12 @@ class SegmentationModule(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
-        optimizer = torch.optim.RMSprop(
-            self.parameters(), lr=hp.learning_rate, momentum=hp.momentum, weight_decay=hp.weight_decay
-        )
+        if hp.get("optimizer", "rmsprop") == "adamw":
+            optimizer = torch.optim.AdamW(self.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+        else:
+            optimizer = torch.optim.RMSprop(
+                self.parameters(), lr=hp.learning_rate, momentum=hp.momentum, weight_decay=hp.weight_decay
+            )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda epoch: recipe.paper_lr_factor(epoch, hp.constant_epochs, hp.decay_end_epoch)
         )

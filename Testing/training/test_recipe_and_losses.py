@@ -64,3 +64,12 @@ def test_activation_checkpointing_keeps_weights_keys_and_gradients() -> None:
         module.loss_fn(module(x), y).backward()
     for (name, a), (_, b) in zip(plain.model.named_parameters(), checkpointed.model.named_parameters()):
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_adamw_is_an_option_for_short_budgets() -> None:
+    module = SegmentationModule("lambda_unet", TINY_MODEL, optimizer="adamw", learning_rate=2e-3, weight_decay=1e-4)
+    optimizer = module.configure_optimizers()["optimizer"]
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert (optimizer.param_groups[0]["lr"], optimizer.param_groups[0]["weight_decay"]) == (2e-3, 1e-4)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        SegmentationModule("lambda_unet", TINY_MODEL, optimizer="sgd")
