@@ -159,8 +159,8 @@ def format_cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        if value != value:  # NaN
-            return ""
+        if value != value:  # NaN: say so, never a blank
+            return "nan"
         return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
     return str(value)
 

@@ -15,7 +15,9 @@ Each run reports its seconds, peak memory, FLOPs (``torch.utils.flop_counter`` o
 ``--flop-slices`` prefix of the study, scaled linearly: every layer is linear in the slice
 count), the fp32 matmul GFLOP/s measured in the same process just before (2048^2,
 same threads) and the run's fraction of that roofline, the 1-minute load average, and the
-largest |difference| of its logits from the reference (same weights, same input).
+largest |difference| of its logits from the reference (same weights, same input). Bundled-configuration LambdaUNet runs use the bundled
+package's trained weights when the tree has one and inputs uniform in [0, 1); every other
+run random weights (seed 0) and standard-normal inputs.
 
     nice -n 10 .venv/bin/python benchmarks/inference_speed.py                 # CPU, 2 threads
     .venv/bin/python benchmarks/inference_speed.py --device cuda --precisions fp32 bf16 fp16
@@ -39,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (  # noqa: E402
+    BUNDLED_MANIFEST,
     RESULTS,
     bundled_architecture,
     current_rss_gib,
@@ -69,6 +72,12 @@ def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
         config = {"widths": config["widths"]} if "widths" in config else {}
     torch.manual_seed(0)
     model = create_model(model_name, **config).eval()
+    if arch == "bundled" and model_name == architecture["name"] and BUNDLED_MANIFEST.exists():
+        # The bundled package's trained weights (random LambdaUNet weights can overflow in
+        # eval mode, whose BatchNorms do not renormalise).
+        from LambdaSegmentLib.inference import load_model_package
+
+        model.load_state_dict(load_model_package().model.state_dict())
     if impl == "reference":
         from reference_lambda_plus import reference_model
 
@@ -88,7 +97,10 @@ def child(config: dict[str, Any]) -> None:
     gflops = matmul_gflops(device)
     model = build_model(config["model"], config["arch"], config["impl"]).to(device)
     generator = torch.Generator().manual_seed(1)
-    x = torch.randn(1, 2, config["slices"], config["size"], config["size"], generator=generator).to(device)
+    shape = (1, 2, config["slices"], config["size"], config["size"])
+    # Bundled: inputs in the preprocessed range [0, 1) (the trained network is quadratic-ish
+    # in its input and overflows on far-out-of-range inputs); paper: standard normal.
+    x = (torch.rand if config["arch"] == "bundled" else torch.randn)(shape, generator=generator).to(device)
     rss_before = current_rss_gib()
     precision = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config["precision"]]
 
