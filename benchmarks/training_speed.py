@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", nargs="+", default=["bundled:lambda_unet:12", "bundled:unet:12",
-                                                       "paper:lambda_unet:2", "paper:unet:2"],
+                                                       "paper:lambda_unet:1", "paper:unet:1"],
                         help="ARCH:MODEL:WINDOWS (paper batches are cut on a 2-core CPU; say so)")
     parser.add_argument("--slices", type=int, default=8)
     parser.add_argument("--size", type=int, default=256)
@@ -98,7 +98,7 @@ def main() -> None:
     if args.child:
         child(json.loads(args.child))
         return
-    rows = []
+    rows: list[dict[str, Any]] = []
     for run in args.runs:
         arch, model_name, windows = run.split(":")
         for checkpoint in ((False, True) if model_name == "lambda_unet" else (False,)):
@@ -110,6 +110,10 @@ def main() -> None:
                 row["load_1min"] = row.get("load_1min_before")
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                write_results(rows, args)  # after every run, so a cut-short run keeps its rows
+
+
+def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     command = " ".join(["nice -n 10" if args.device == "cpu" else "", ".venv/bin/python", *sys.argv]).strip()
     architecture, source = bundled_architecture()
     header = machine_header("Training throughput: one RMSprop step, BCE loss", command, {

@@ -142,6 +142,8 @@ class LambdaPlus(nn.Module):
     Attributes:
         positional_path: "auto" (default: the cheaper of the two by multiply-adds),
             "reassociated" or "materialised"; the result is the same up to rounding.
+        inference_chunk_elements: without autograd, the reassociated per-pixel weights are
+            made for this many elements at a time (bounds memory; same result).
 
     Shapes:
         forward(x, num_slices): x is ((b t), in_channels, H, W) with whole studies of
@@ -172,6 +174,7 @@ class LambdaPlus(nn.Module):
         self.key_dim, self.intra_depth, self.value_dim = key_dim, intra_depth, value_dim
         self.local_size, self.slice_context, self.local_3d = local_size, slice_context, local_3d
         self.positional_path = "auto"
+        self.inference_chunk_elements = 2**22  # per-pixel weights held at once at inference (16 MiB fp32)
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
         self.norm_q = nn.BatchNorm2d(self.heads * key_dim)
@@ -334,7 +337,7 @@ class LambdaPlus(nn.Module):
             # Inference: per-pixel weights in chunks of pixels, so that the (N, h, o u)
             # weights never exist at once; the result is the same.
             out = q_grid.new_empty(q_grid.shape[0], heads, vd)
-            chunk = max(1024, 2**22 // max(1, heads * kernel_matrix.shape[1]))
+            chunk = max(1, self.inference_chunk_elements // (heads * kernel_matrix.shape[1]))
             for start in range(0, q_grid.shape[0], chunk):
                 stop = min(q_grid.shape[0], start + chunk)
                 weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u)

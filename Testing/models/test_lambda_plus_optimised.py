@@ -136,6 +136,18 @@ def test_both_contractions_agree_on_a_lambda_unet_3d_layer() -> None:
     torch.testing.assert_close(reassociated, per_pixel_reference(layer, x, 4), atol=1e-10, rtol=1e-10)
 
 
+def test_inference_in_small_chunks_of_pixels_gives_the_same_output() -> None:
+    layer = make_layer()
+    x = torch.randn(2 * 3, 3, 5, 6, dtype=torch.float64)
+    with torch.no_grad():
+        layer.positional_path = "reassociated"
+        whole = layer(x, 3)
+        layer.inference_chunk_elements = 7 * layer.heads * 11 * layer.intra_depth  # 7 pixels per chunk
+        chunked = layer(x, 3)
+    torch.testing.assert_close(chunked, whole, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(chunked, per_pixel_reference(layer, x, 3), atol=1e-10, rtol=1e-10)
+
+
 def test_auto_path_picks_the_contraction_with_fewer_multiply_adds() -> None:
     # Paper level 1: 4 heads -> reassociated (8.4k vs 24.6k MACs per pixel); level 4: 32 heads -> materialised.
     assert LambdaPlus(64, 128).chosen_positional_path() == "reassociated"
