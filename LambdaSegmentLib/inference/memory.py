@@ -3,8 +3,9 @@
 Peak activation memory of the UNet family grows linearly with slices x pixels and
 with the first level's width. Measured on CPU with ``benchmarks/inference_memory.py``
 (peak RSS growth during one forward pass; ``benchmarks/results/inference_memory.json``),
-the paper LambdaUNet needs 8-11.4x the bytes of one float32 first-level feature map per
-slice and the conv UNet 8.8x; the estimate below uses 16x to stay on the safe side.
+the paper LambdaUNet needs 8.5-11.2x the bytes of one float32 first-level feature map per
+slice and the conv UNet 7.7x (earlier runs of the same script, on a busy machine, gave up
+to 11.4x and 10.2x); the estimate below uses 16x to stay on the safe side.
 
 The budget bounds the model's activations only: the study's own arrays (DWI, ADC, eADC,
 probability on the DWI grid) and the libraries (about 0.4 GB for torch, SimpleITK,
