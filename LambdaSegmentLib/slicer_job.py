@@ -164,7 +164,7 @@ def run_job(folder: str | Path) -> int:
     import SimpleITK as sitk
 
     folder = Path(folder)
-    request = json.loads((folder / "request.json").read_text())
+    request = json.loads((folder / "request.json").read_text(encoding="utf-8"))
 
     def progress(fraction: float, stage: str) -> None:
         _write_json_atomically({"fraction": fraction, "stage": stage}, folder / "progress.json")
@@ -271,7 +271,7 @@ class SegmentationJob:
         """The job's status now (never blocks)."""
         running = self.process.poll() is None
         try:
-            progress = json.loads((self.folder / "progress.json").read_text())
+            progress = json.loads((self.folder / "progress.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             progress = {"fraction": 0.0, "stage": "Starting"}
         return JobStatus(running, float(progress["fraction"]), str(progress["stage"]))
@@ -311,14 +311,14 @@ class SegmentationJob:
         try:
             error_file = self.folder / "error.json"
             if error_file.exists():
-                error = json.loads(error_file.read_text())
+                error = json.loads(error_file.read_text(encoding="utf-8"))
                 if error.get("bad_input"):
                     raise BadInputError(None, error["message"])
                 raise RuntimeError(f"segmentation failed: {error['message']}\n{self._log_tail()}")
             if self.process.returncode != 0 or not (self.folder / "mask.nrrd").exists():
                 raise RuntimeError(f"segmentation process ended with code {self.process.returncode}\n{self._log_tail()}")
             mask = Volume.from_sitk(sitk.ReadImage(str(self.folder / "mask.nrrd")))
-            info = json.loads((self.folder / "result.json").read_text())
+            info = json.loads((self.folder / "result.json").read_text(encoding="utf-8"))
             return mask, info
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)

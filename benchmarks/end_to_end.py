@@ -72,7 +72,7 @@ def main() -> None:
                 command += ["--model", str(model_dir)]
             load = os.getloadavg()[0]
             start = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, env=env)
+            done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace", env=env)
             seconds = time.perf_counter() - start
             row = {"repeat": repeat, "study": f"{args.slices}x{args.size}x{args.size}", "model": model_label,
                    "exit_code": done.returncode, "seconds": seconds,

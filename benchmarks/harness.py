@@ -31,7 +31,7 @@ BUNDLED_FALLBACK = {"name": "lambda_unet", "config": {"widths": [16, 32, 64, 128
 def bundled_architecture() -> tuple[dict[str, Any], str]:
     """(architecture {name, config}, where it came from) of the bundled model."""
     if BUNDLED_MANIFEST.exists():
-        manifest = json.loads(BUNDLED_MANIFEST.read_text())
+        manifest = json.loads(BUNDLED_MANIFEST.read_text(encoding="utf-8"))
         return manifest["architecture"], str(BUNDLED_MANIFEST.relative_to(REPO_ROOT))
     return BUNDLED_FALLBACK, "fallback (no bundled manifest in the tree when run)"
 
@@ -72,7 +72,7 @@ def machine_description() -> dict[str, str]:
     """CPU model, cores, memory, OS, Python and library versions."""
     cpu = platform.processor() or "unknown"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
@@ -100,9 +100,9 @@ def machine_description() -> dict[str, str]:
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", errors="replace")
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "LambdaSegmentLib", "benchmarks"],
-                               cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
+                               cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", errors="replace").stdout.strip()
         return out.stdout.strip() + (" (+ uncommitted changes)" if dirty else "")
     except OSError:
         return "unknown"
@@ -117,7 +117,7 @@ def run_child(script: Path, config: dict[str, Any], timeout_s: float, threads: i
     try:
         done = subprocess.run(
             [sys.executable, str(script), "--child", json.dumps(config)],
-            capture_output=True, text=True, timeout=timeout_s, env=env, cwd=REPO_ROOT,
+            capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout_s, env=env, cwd=REPO_ROOT,
         )
     except subprocess.TimeoutExpired:
         return {**config, "status": f"timeout after {timeout_s:.0f} s", "load_1min_before": load_before,

@@ -39,7 +39,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 def forward_factor(name: str, slices: int, side: int) -> dict:
     """Peak RSS growth of one forward pass over bytes of one fp32 64-channel map per slice."""
     grown = int(subprocess.run([sys.executable, "-c", FORWARD, name, str(slices), str(side)],
-                               capture_output=True, text=True, check=True).stdout.split()[-1])
+                               capture_output=True, text=True, encoding="utf-8", errors="replace", check=True).stdout.split()[-1])
     return {"model": name, "slices": slices, "side": side, "peak_growth_mb": round(grown / 2**20, 1),
             "factor": round(grown / (slices * 64 * side * side * 4), 2)}
 
@@ -48,7 +48,7 @@ def run_cli(arguments: list[str]) -> dict:
     """Run ``lambdasegment`` in a child process; its own peak RSS (MB, from wait4), wall seconds and output."""
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen([sys.executable, "-m", "LambdaSegmentLib", *arguments], stdout=out, stderr=err, text=True)
+        child = subprocess.Popen([sys.executable, "-m", "LambdaSegmentLib", *arguments], stdout=out, stderr=err, text=True, encoding="utf-8", errors="replace")
         _pid, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - start

@@ -207,7 +207,7 @@ def _read_bvalues(bvalues: Sequence[float] | str | Path) -> list[float]:
     if isinstance(bvalues, (str, Path)):
         path = Path(bvalues)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise BadInputError(path, f"b-values file cannot be read: {error.strerror}") from None
         try:

@@ -27,11 +27,11 @@ def source_revision() -> str | None:
     """The git commit of the library's checkout (with "+dirty" when modified), if any."""
     root = Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10)
         if commit.returncode != 0:
             return None
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "LambdaSegmentLib"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(root), "status", "--porcelain", "--", "LambdaSegmentLib"], capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10
         )
         return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):

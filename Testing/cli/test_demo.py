@@ -16,7 +16,7 @@ def test_demo_writes_mask_report_and_overlay_and_will_not_overwrite_them(tmp_pat
     assert result.returncode == 0, result.stderr
     for name in ("demo_mask.nii.gz", "demo_report.json", "demo_report.csv", "demo_report.png"):
         assert (output / name).is_file(), name
-    report = json.loads((output / "demo_report.json").read_text())
+    report = json.loads((output / "demo_report.json").read_text(encoding="utf-8"))
     assert "Research use only" in result.stdout
     if not BUNDLED_PACKAGE.is_dir():  # the fallback must say, everywhere, that it means nothing
         assert "UNTRAINED, for plumbing only" in result.stdout

@@ -44,7 +44,7 @@ def test_segment_writes_a_mask_on_the_dwi_grid_and_a_report_whose_numbers_are_th
     mask = read_volume(mask_path)
     assert set(np.unique(mask.array)) <= {0, 1}
 
-    report = json.loads(report_path.read_text())
+    report = json.loads(report_path.read_text(encoding="utf-8"))
     lesions = connected_lesions(mask)
     assert report["infarct_volume_ml"] == pytest.approx(lesion_volume_ml(mask), abs=1e-9)
     assert report["lesion_count"] == len(lesions)
@@ -150,7 +150,7 @@ def test_other_input_routes_give_the_same_grid(route: str, model_dir: Path, tmp_
                                   "--model", model_dir, "--device", "cpu"]])
     assert code == 0, capsys.readouterr().err
     assert_same_grid(sitk.ReadImage(str(tmp_path / "mask.nrrd")), sitk.ReadImage(str(dwi_file)))
-    assert json.loads((tmp_path / "r.json").read_text())["input"]["adc_unit_detected"] == route
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["input"]["adc_unit_detected"] == route
 
 
 def write_dicom_folder(volume, folder: Path, series_number: int) -> Path:
@@ -191,6 +191,6 @@ def test_dicom_folders_are_accepted_where_files_are(model_dir: Path, tmp_path: P
     np.testing.assert_allclose(mask.spacing_mm, dwi_volume.spacing_mm, atol=1e-5)
     np.testing.assert_allclose(mask.origin_mm, dwi_volume.origin_mm, atol=1e-4)
     np.testing.assert_allclose(mask.direction, dwi_volume.direction, atol=1e-5)
-    report = json.loads((tmp_path / "r.json").read_text())
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["input"]["adc_unit_detected"] == "1e-6 mm2/s"
     assert all(entry["sha256"] and len(entry["sha256"]) == 64 for entry in report["input_files"])

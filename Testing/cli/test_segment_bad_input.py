@@ -27,7 +27,7 @@ def corrupted_model(model_dir: Path, folder: Path) -> Path:
     copy = folder / "corrupted"
     shutil.copytree(model_dir, copy)
     (copy / "weights.pt").write_bytes(b"\x00" * 512)
-    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
     manifest["weights_sha256"] = sha256_of_file(copy / "weights.pt")
     (copy / "manifest.json").write_text(json.dumps(manifest))
     return copy
@@ -95,7 +95,7 @@ def test_bad_batch_arguments_exit_2_naming_them(case: str, model_dir: Path, tmp_
     }[case]
     code, message = run_main(capsys, "segment-dir", *arguments, "--model", model_dir)
     assert code == 2 and "\n" not in message and str(source) in message
-    assert a_file.read_text() == "mine"
+    assert a_file.read_text(encoding="utf-8") == "mine"
 
 
 def test_adc_on_another_grid_is_resampled_when_asked(axial_study: StudyFiles, model_dir: Path, tmp_path: Path,

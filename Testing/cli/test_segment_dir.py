@@ -57,7 +57,7 @@ def test_batch_goes_on_past_a_broken_case_and_resumes_where_it_stopped(model_dir
         mask = read_volume(output / case / f"{case}_mask.nii.gz")
         assert float(row["volume_ml"]) == pytest.approx(lesion_volume_ml(mask), abs=1e-4)
         assert int(row["lesion_count"]) == len(connected_lesions(mask))
-        report = json.loads((output / case / f"{case}_report.json").read_text())
+        report = json.loads((output / case / f"{case}_report.json").read_text(encoding="utf-8"))
         assert report["case"] == case
         assert (output / case / f"{case}_report.png").is_file() and (output / case / f"{case}_report.csv").is_file()
     assert not list(output.glob(".*.partial"))

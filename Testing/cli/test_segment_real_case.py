@@ -25,6 +25,6 @@ def test_segment_the_real_isles_case_onto_its_dwi_grid(isles_case: Path, model_d
     np.testing.assert_allclose(written.GetOrigin(), reference.GetOrigin(), atol=1e-4)
     np.testing.assert_allclose(written.GetDirection(), reference.GetDirection(), atol=1e-6)
     assert set(np.unique(sitk.GetArrayViewFromImage(written))) <= {0, 1}
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["input"]["adc_unit_detected"] in ("mm2/s", "1e-3 mm2/s", "1e-6 mm2/s")
     assert len(report["slice_areas_mm2"]) == reference.GetSize()[2]

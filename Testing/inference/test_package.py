@@ -26,7 +26,7 @@ def test_saved_package_loads_the_same_weights_in_eval_mode(tmp_path: Path) -> No
     assert not package.model.training
     for (name, expected), actual in zip(model.state_dict().items(), package.model.state_dict().values()):
         assert torch.equal(expected, actual), name
-    written = json.loads((tmp_path / "pkg" / "manifest.json").read_text())
+    written = json.loads((tmp_path / "pkg" / "manifest.json").read_text(encoding="utf-8"))
     assert written["weights_sha256"] == sha256_of_file(tmp_path / "pkg" / written["weights_file"]) == package.sha256
     assert (package.name, package.version, package.threshold) == ("test-model", "1.2.3", 0.4)
     assert package.slice_receptive_radius == model.slice_receptive_radius == 4
@@ -71,7 +71,7 @@ def test_corrupted_weights_with_a_matching_hash_are_refused(tmp_path: Path) -> N
     directory = save_untrained_package(tmp_path / "pkg")
     weights = directory / "weights.pt"
     weights.write_bytes(b"not a torch file at all")
-    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     manifest["weights_sha256"] = sha256_of_file(weights)
     (directory / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInputError, match="not a loadable weights file"):
@@ -83,7 +83,7 @@ def test_pickled_code_is_never_executed(tmp_path: Path) -> None:
     directory = save_untrained_package(tmp_path / "pkg")
     weights = directory / "weights.pt"
     torch.save({"payload": Path("/etc/passwd")}, weights)  # an arbitrary class, not a tensor
-    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     manifest["weights_sha256"] = sha256_of_file(weights)
     (directory / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInputError, match="not a loadable weights file"):

@@ -74,7 +74,7 @@ def test_csv_row_carries_the_json_numbers(tmp_path: Path) -> None:
     write_report_json(report, tmp_path / "r.json")
     write_report_csv(report, tmp_path / "r.csv")
     (row,) = read_csv(tmp_path / "r.csv")
-    assert json.loads((tmp_path / "r.json").read_text()) == report
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == report
     assert float(row["infarct_volume_ml"]) == pytest.approx(report["infarct_volume_ml"], abs=1e-4)
     assert float(row["left_hemisphere_ml"]) == pytest.approx(report["hemisphere_volumes_ml"]["left"], abs=1e-4)
     assert int(row["lesion_count"]) == 2 and row["model_sha256"] == "ab" * 32

@@ -19,14 +19,14 @@ UI_FILE = MODULE_DIR / "Resources" / "UI" / "LambdaSegment.ui"
 
 def _s4ext() -> dict[str, str]:
     fields = {}
-    for line in (REPO_ROOT / "LambdaSegment.s4ext").read_text().splitlines():
+    for line in (REPO_ROOT / "LambdaSegment.s4ext").read_text(encoding="utf-8").splitlines():
         key, _, value = line.partition(" ")
         fields[key] = value.strip()
     return fields
 
 
 def _cmake_extension_fields() -> dict[str, str]:
-    text = (REPO_ROOT / "CMakeLists.txt").read_text()
+    text = (REPO_ROOT / "CMakeLists.txt").read_text(encoding="utf-8")
     return dict(re.findall(r'set\(EXTENSION_(\w+) "([^"]*)"\)', text))
 
 
@@ -50,14 +50,14 @@ def test_cmake_and_s4ext_describe_the_same_extension():
 def test_the_icon_and_the_module_resources_exist():
     assert (REPO_ROOT / "Resources" / "LambdaSegment.png").is_file()
     assert _cmake_extension_fields()["ICONURL"].endswith("/main/Resources/LambdaSegment.png")
-    module_cmake = (MODULE_DIR / "CMakeLists.txt").read_text()
+    module_cmake = (MODULE_DIR / "CMakeLists.txt").read_text(encoding="utf-8")
     for resource in re.findall(r"(Resources/\S+)", module_cmake):
         assert (MODULE_DIR / resource.replace("${MODULE_NAME}", "LambdaSegment")).is_file(), resource
 
 
 def test_every_widget_the_code_uses_is_in_the_ui_file():
     names = {element.get("name") for element in ElementTree.parse(UI_FILE).iter("widget")}
-    used = set(re.findall(r"self\.ui\.(\w+)", (MODULE_DIR / "LambdaSegment.py").read_text()))
+    used = set(re.findall(r"self\.ui\.(\w+)", (MODULE_DIR / "LambdaSegment.py").read_text(encoding="utf-8")))
     assert used and used <= names, sorted(used - names)
 
 

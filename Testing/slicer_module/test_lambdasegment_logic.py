@@ -107,7 +107,7 @@ def test_an_edited_segment_changes_the_volume_and_the_exported_report(logic, stu
     """slicer-core has no Segment Editor: the edit rewrites the segment's labelmap, as the editor's effects do."""
     dwi, adc, _visit = study
     node, predicted_ml = logic.segmentStroke(dwi, adc, device="cpu")
-    before = json.loads(logic.exportReport(node, tmp_path / "before.json").read_text())
+    before = json.loads(logic.exportReport(node, tmp_path / "before.json").read_text(encoding="utf-8"))
     assert before["infarct_volume_ml"] == pytest.approx(predicted_ml)
     assert before["case"] == "Synthetic DWI"
     assert [entry["path"] for entry in before["input_files"]] == ["Slicer node 'Synthetic DWI'", "Slicer node 'Synthetic ADC'"]
@@ -119,11 +119,11 @@ def test_an_edited_segment_changes_the_volume_and_the_exported_report(logic, stu
 
     edited_ml = logic.infarctVolumeMl(node)
     assert edited_ml == pytest.approx(1200 * 0.9 * 0.9 * 6.0 / 1000)
-    after = json.loads(logic.exportReport(node, tmp_path / "after.json").read_text())
+    after = json.loads(logic.exportReport(node, tmp_path / "after.json").read_text(encoding="utf-8"))
     assert after["infarct_volume_ml"] == pytest.approx(edited_ml)
     assert after["input"]["edited_after_prediction"] is True
     assert after["input"]["predicted_volume_ml"] == pytest.approx(predicted_ml)
-    csv_text = logic.exportReport(node, tmp_path / "after.csv").read_text()
+    csv_text = logic.exportReport(node, tmp_path / "after.csv").read_text(encoding="utf-8")
     assert f"{edited_ml:.2f}" in csv_text or f"{edited_ml}" in csv_text
     assert logic.exportReport(node, tmp_path / "after.pdf").read_bytes().startswith(b"%PDF")
     assert logic.resultSummary(node)["lesion_count"] == 1
@@ -136,9 +136,9 @@ def test_export_never_overwrites_unless_asked(logic, study, tmp_path):
     target.write_text("the user's file")
     with pytest.raises(ValueError, match="already exists"):
         logic.exportReport(node, target)
-    assert target.read_text() == "the user's file"
+    assert target.read_text(encoding="utf-8") == "the user's file"
     logic.exportReport(node, target, overwrite=True)
-    assert json.loads(target.read_text())["case"] == "Synthetic DWI"
+    assert json.loads(target.read_text(encoding="utf-8"))["case"] == "Synthetic DWI"
 
 
 def _scaled_adc(scene, adc, factor, name):
@@ -240,7 +240,7 @@ def test_the_modules_self_test_passes_on_real_mrml(lambda_segment_module, untrai
 
 
 def test_library_requirements_match_pyproject(lambda_segment_module):
-    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert list(lambda_segment_module.LIBRARY_REQUIREMENTS) == pyproject["project"]["dependencies"]
     assert lambda_segment_module.LambdaSegmentLogic.missingPythonPackages() == []  # all present in this venv
 

@@ -13,7 +13,7 @@ from LambdaSegmentLib.metrics import adc_threshold_rule, volume_dice
 
 
 def test_bundled_package_loads_and_its_weights_match_the_manifest_sha256() -> None:
-    manifest = json.loads((BUNDLED_PACKAGE / "manifest.json").read_text())
+    manifest = json.loads((BUNDLED_PACKAGE / "manifest.json").read_text(encoding="utf-8"))
     weights = (BUNDLED_PACKAGE / manifest["weights_file"]).read_bytes()
     assert hashlib.sha256(weights).hexdigest() == manifest["weights_sha256"]
     package = load_model_package()

@@ -49,7 +49,7 @@ def test_train_runs_ddp_with_two_cpu_processes(tmp_path: Path) -> None:
     args[args.index("--max-epochs") + 1] = "1"
     command = [sys.executable, "-m", "LambdaSegmentLib", *args]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PL_DISABLE_FORK": "1"}
-    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=400)
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=400)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     assert "distributed_backend=gloo" in log and "MEMBER: 2/2" in log

@@ -45,7 +45,7 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
     package_dir = export_package(best, manifest, tmp_path / "package")
     package = load_model_package(package_dir)
 
-    written = json.loads((package_dir / "manifest.json").read_text())
+    written = json.loads((package_dir / "manifest.json").read_text(encoding="utf-8"))
     assert written["weights_sha256"] == sha256_of_file(package_dir / written["weights_file"]) == package.sha256
     assert written["architecture"] == {"name": "lambda_unet", "config": TINY_MODEL}
     assert written["preprocessing"] == TINY_PREPROCESSING
