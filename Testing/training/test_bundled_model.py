@@ -1,33 +1,28 @@
-"""The shipped model package: it loads, matches its SHA-256, and beats the ADC-threshold rule
-on the real ISLES'22 case (which it was validated on, never trained on)."""
+"""The bundled model package slot.
+
+No trained package is shipped: the one LambdaUNet that could be trained on this 2-core CPU
+scored volume Dice 0.002 on the real ISLES'22 case, below the ADC-threshold rule (0.097),
+and was not committed (docs/MODEL_CARD.md). These tests pin what users get meanwhile: a
+clear refusal naming the missing package, never a segmentation from untrained weights
+presented as the product's model. When a package that beats the rule lands, this file is
+replaced by its acceptance test (loads, matches its SHA-256, beats the rule on the real case).
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
+import pytest
 
-from LambdaSegmentLib.inference import BUNDLED_PACKAGE, load_model_package, segment_study
-from LambdaSegmentLib.io import load_study, read_volume
-from LambdaSegmentLib.metrics import adc_threshold_rule, volume_dice
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.inference import BUNDLED_PACKAGE, load_model_package
 
 
-def test_bundled_package_loads_and_its_weights_match_the_manifest_sha256() -> None:
-    manifest = json.loads((BUNDLED_PACKAGE / "manifest.json").read_text(encoding="utf-8"))
-    weights = (BUNDLED_PACKAGE / manifest["weights_file"]).read_bytes()
-    assert hashlib.sha256(weights).hexdigest() == manifest["weights_sha256"]
-    package = load_model_package()
-    assert package.sha256 == manifest["weights_sha256"]
-    assert package.manifest["architecture"]["name"] == "lambda_unet"
-    assert "synthetic" in package.manifest["training_data"]
-    assert package.manifest["training_data"]["real_training_cases"] == []  # synthetic only
+def test_no_bundled_package_is_shipped_until_one_beats_the_adc_rule() -> None:
+    assert not (BUNDLED_PACKAGE / "manifest.json").exists(), (
+        "a bundled package exists: replace this test with its acceptance test on the real case"
+    )
 
 
-def test_bundled_model_segments_the_real_case_better_than_the_adc_rule(isles_case: Path) -> None:
-    prefix = isles_case / "sub-strokecase0001_ses-0001_"
-    study = load_study(dwi=f"{prefix}dwi.nii.gz", adc=f"{prefix}adc.nii.gz")
-    truth = read_volume(f"{prefix}msk.nii.gz").array
-    segmentation = segment_study(study, load_model_package(), device="cpu")
-    model_dice = volume_dice(segmentation.mask.array, truth)
-    rule_dice = volume_dice(adc_threshold_rule(study).array, truth)
-    assert model_dice > rule_dice, (model_dice, rule_dice)
+def test_loading_the_missing_bundled_package_names_it_and_says_it_is_not_installed() -> None:
+    with pytest.raises(BadInputError, match="bundled model package is not installed") as error:
+        load_model_package()
+    assert str(BUNDLED_PACKAGE) in str(error.value)
