@@ -21,7 +21,7 @@ def lambdasegment(*args: object, cwd: Path | None = None, timeout: float = 300) 
     """Run ``python -m LambdaSegmentLib ARGS`` in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "LambdaSegmentLib", *map(str, args)],
-        capture_output=True, text=True, encoding="utf-8", errors="replace", encoding="utf-8", errors="replace", timeout=timeout, cwd=cwd,
+        capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout, cwd=cwd,
     )
 
 
