@@ -21,7 +21,7 @@ from torch import nn
 from .lambda_unet import PAPER_WIDTHS
 from .registry import register_model
 from .slices import check_in_plane_size, fold_slices, unfold_slices
-from .unet_blocks import ConvDown, DoubleConv, Up, init_conv_bn
+from .unet_blocks import ConvDown, UNet2p5d, Up
 
 
 class AttentionGate(nn.Module):
@@ -83,7 +83,7 @@ class AttentionUp(Up):
         return super().forward(x, skip * alpha), alpha
 
 
-class AttentionUNet(nn.Module):
+class AttentionUNet(UNet2p5d):
     """2D Attention UNet applied slice by slice (32,088,389 parameters by default).
 
     The conv UNet (same widths, 31,042,945 parameters) plus one additive attention gate
@@ -108,14 +108,7 @@ class AttentionUNet(nn.Module):
     """
 
     def __init__(self, in_channels: int = 2, widths: Sequence[int] = PAPER_WIDTHS) -> None:
-        super().__init__()
-        widths = list(widths)
-        self.widths = widths
-        self.inc = DoubleConv(in_channels, widths[0])
-        self.downs = nn.ModuleList(ConvDown(a, b) for a, b in zip(widths[:-1], widths[1:]))
-        self.ups = nn.ModuleList(AttentionUp(a, b) for a, b in zip(widths[:0:-1], widths[-2::-1]))
-        self.outc = nn.Conv2d(widths[0], 1, kernel_size=1)
-        init_conv_bn(self)
+        super().__init__(in_channels, widths, ConvDown, AttentionUp)
         for module in self.modules():
             if isinstance(module, AttentionGate):
                 module.reset_parameters()

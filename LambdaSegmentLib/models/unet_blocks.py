@@ -64,6 +64,7 @@ class Up(nn.Module):
 
 
 DownFactory = Callable[[int, int], nn.Module]
+UpFactory = Callable[[int, int], nn.Module]
 
 
 class UNet2p5d(nn.Module):
@@ -74,17 +75,20 @@ class UNet2p5d(nn.Module):
         widths: channels per level (paper: 64, 128, 256, 512, 1024).
         make_down: builds an encoder block ``(in, out) -> module`` whose forward is
             ``(x, num_slices)``; pooling is part of the block.
+        make_up: builds a decoder block ``(in, skip) -> module`` (default :class:`Up`).
 
     forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w); h and w divisible by 2^(levels-1).
     """
 
-    def __init__(self, in_channels: int, widths: Sequence[int], make_down: DownFactory) -> None:
+    def __init__(
+        self, in_channels: int, widths: Sequence[int], make_down: DownFactory, make_up: UpFactory = Up
+    ) -> None:
         super().__init__()
         widths = list(widths)
         self.widths = widths
         self.inc = DoubleConv(in_channels, widths[0])
         self.downs = nn.ModuleList(make_down(a, b) for a, b in zip(widths[:-1], widths[1:]))
-        self.ups = nn.ModuleList(Up(a, b) for a, b in zip(widths[:0:-1], widths[-2::-1]))
+        self.ups = nn.ModuleList(make_up(a, b) for a, b in zip(widths[:0:-1], widths[-2::-1]))
         self.outc = nn.Conv2d(widths[0], 1, kernel_size=1)
         init_conv_bn(self)
 
