@@ -30,6 +30,17 @@ def _brain_median(values: np.ndarray, brain: np.ndarray) -> np.ndarray:
     return values / median
 
 
+def _brain_median_clip4(values: np.ndarray, brain: np.ndarray) -> np.ndarray:
+    """values / brain median, clipped to 0–4.
+
+    Infarcts are ≈ 1.3–3× the brain median on b=1000 DWI; what lies above 4 is artefact
+    (skull-base susceptibility, fat, vessels: up to ~8× on real scans). Lambda+ is roughly
+    quadratic in its input and a LambdaUNet stacks eight of them, so unbounded outliers
+    outside the training range can overflow in eval mode; the clip bounds the input.
+    """
+    return np.clip(_brain_median(values, brain), 0.0, 4.0)
+
+
 def _brain_zscore(values: np.ndarray, brain: np.ndarray) -> np.ndarray:
     """(values − mean) / standard deviation over brain voxels."""
     inside = values[brain]
@@ -47,6 +58,7 @@ def _clip01(values: np.ndarray, brain: np.ndarray) -> np.ndarray:
 NORMALIZATIONS: dict[str, Normalization] = {
     "none": _none,
     "brain_median": _brain_median,
+    "brain_median_clip4": _brain_median_clip4,
     "brain_zscore": _brain_zscore,
     "clip01": _clip01,
 }

@@ -16,7 +16,7 @@ from .windows import VALIDATION_SEED_OFFSET, Interleaved, RealWindows, Synthetic
 DEFAULT_PREPROCESSING: dict[str, Any] = {
     "channels": ["eadc", "dwi"],  # the paper's order
     "in_plane_spacing_mm": 2.0,
-    "normalization": {"dwi": "brain_median", "eadc": "clip01"},
+    "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"},
     "pad_multiple": 16,
 }
 
