@@ -6,10 +6,15 @@
   projection whenever it is in eval mode.)
 - Channels-last memory format for every 4D weight, so oneDNN convolutions and the
   pixels-major Lambda+ layers exchange tensors without layout conversions.
+- The BatchNorms after Lambda+ layers (not foldable: Lambda+ is not a convolution) become
+  in-place affines on the Lambda+ output, which nothing else reads.
 - Optional slice chunking (``SliceChunkedUNet``): in the UNet family only the encoder
   blocks mix slices; the stem and the whole decoder are 2D, so they can run a few slices
-  at a time. The full-resolution decoder activations (the bulk of the peak memory) then
-  exist for ``slice_chunk`` slices only, without the halo recomputation of slab streaming.
+  at a time. The full-resolution decoder activations then exist for ``slice_chunk`` slices
+  only, without the halo recomputation of slab streaming. Lambda+ layers run in chunks of
+  the same number of slices too (``LambdaPlus.inference_slice_chunk``: each chunk reads the
+  values of T//2 neighbouring slices), so only the encoder blocks' inputs and outputs and
+  the skips exist for the whole study.
 
 The result equals the plain eval model up to float rounding (tested to 1e-4 on logits).
 """
@@ -22,6 +27,8 @@ import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
+from .lambda_plus import LambdaPlus
+from .lambda_unet import LambdaDown
 from .slices import check_in_plane_size, fold_slices, unfold_slices
 from .unet_blocks import UNet2p5d
 
@@ -48,6 +55,44 @@ def fold_batch_norms(model: nn.Module) -> int:
     return folded
 
 
+class InPlaceBatchNorm(nn.Module):
+    """An eval-mode ``BatchNorm2d`` applied in place: x * scale + shift per channel.
+
+    Only for tensors that nothing else reads (here: a Lambda+ layer's fresh output).
+    forward(x (n, c, h, w)) -> x, modified.
+    """
+
+    def __init__(self, norm: nn.BatchNorm2d) -> None:
+        super().__init__()
+        scale = torch.rsqrt(norm.running_var + norm.eps)
+        if norm.weight is not None:
+            scale = scale * norm.weight
+        shift = -norm.running_mean * scale
+        if norm.bias is not None:
+            shift = shift + norm.bias
+        self.register_buffer("scale", scale.detach()[:, None, None])
+        self.register_buffer("shift", shift.detach()[:, None, None])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(self.scale).add_(self.shift)
+
+
+def batch_norms_in_place(model: nn.Module) -> int:
+    """Replace the BatchNorms after the Lambda+ layers of every ``LambdaDown`` by
+    ``InPlaceBatchNorm``, in place; the model must be in eval mode. Returns how many."""
+    if model.training:
+        raise ValueError("batch_norms_in_place needs an eval-mode model (call model.eval() first)")
+    replaced = 0
+    for module in model.modules():
+        if isinstance(module, LambdaDown):
+            for name in ("norm1", "norm2"):
+                norm = getattr(module, name)
+                if isinstance(norm, nn.BatchNorm2d) and norm.track_running_stats:
+                    setattr(module, name, InPlaceBatchNorm(norm))
+                    replaced += 1
+    return replaced
+
+
 def optimise_for_inference(
     model: nn.Module, *, fold_bn: bool = True, channels_last: bool = True, slice_chunk: int | None = None
 ) -> nn.Module:
@@ -55,10 +100,12 @@ def optimise_for_inference(
 
     Args:
         model: any segmentation model; not modified.
-        fold_bn: fold Conv2d -> BatchNorm2d pairs.
+        fold_bn: fold Conv2d -> BatchNorm2d pairs; apply the BatchNorms after Lambda+
+            layers in place.
         channels_last: channels-last weights (and so activations).
         slice_chunk: when set and the model is a ``UNet2p5d``, wrap it in
-            ``SliceChunkedUNet`` running its 2D stem and decoder this many slices at a time.
+            ``SliceChunkedUNet`` running its 2D stem and decoder this many slices at a time,
+            and set every Lambda+ layer's ``inference_slice_chunk`` to it.
 
     forward() keeps its signature and results (within float rounding); use the copy under
     ``torch.inference_mode()``.
@@ -66,6 +113,7 @@ def optimise_for_inference(
     optimised = copy.deepcopy(model).eval()
     if fold_bn:
         fold_batch_norms(optimised)
+        batch_norms_in_place(optimised)
     if channels_last:
         for module in optimised.modules():
             if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
@@ -73,6 +121,9 @@ def optimise_for_inference(
                 module.weight.data = module.weight.data.contiguous(memory_format=torch.channels_last)
     if slice_chunk is not None and isinstance(optimised, UNet2p5d):
         optimised = SliceChunkedUNet(optimised, slice_chunk)
+        for module in optimised.modules():
+            if isinstance(module, LambdaPlus):
+                module.inference_slice_chunk = slice_chunk
     return optimised
 
 
@@ -80,7 +131,9 @@ class SliceChunkedUNet(nn.Module):
     """Runs a ``UNet2p5d`` with its 2D parts (stem, decoder, head) ``slice_chunk`` slices at a time.
 
     forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w), equal to ``unet(x)``: the encoder
-    blocks, the only ones that mix slices, still see every slice of each study at once.
+    blocks, the only ones that mix slices, still see every slice of each study at once
+    (their Lambda+ layers may chunk on their own: ``LambdaPlus.inference_slice_chunk``).
+    The stem's chunks are written into one preallocated tensor (no concatenated copy).
     """
 
     def __init__(self, unet: UNet2p5d, slice_chunk: int) -> None:
@@ -102,7 +155,18 @@ class SliceChunkedUNet(nn.Module):
         check_in_plane_size(x, 2 ** (len(unet.widths) - 1))
         folded, num_slices = fold_slices(x)  # (b t) c h w
         chunks = [slice(i, i + self.slice_chunk) for i in range(0, folded.shape[0], self.slice_chunk)]
-        skips = [torch.cat([unet.inc(folded[rows]) for rows in chunks])]
+        first = unet.inc(folded[chunks[0]])
+        channels_last = first.is_contiguous(memory_format=torch.channels_last) and not first.is_contiguous()
+        stem = torch.empty(
+            (folded.shape[0], *first.shape[1:]), dtype=first.dtype, device=first.device,
+            memory_format=torch.channels_last if channels_last else torch.contiguous_format,
+        )
+        stem[chunks[0]] = first
+        del first
+        for rows in chunks[1:]:
+            stem[rows] = unet.inc(folded[rows])
+        skips = [stem]
+        del stem
         for down in unet.downs:
             skips.append(down(skips[-1], num_slices))
         logits = []

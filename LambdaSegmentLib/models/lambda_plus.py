@@ -35,6 +35,11 @@ and with the authors' way of materialising every per-pixel lambda):
       y_n = q_n^T lambda_n. Cheaper when heads are many and pixels few (deep levels).
   Both run through ``_NeighbourhoodMatmul``, whose backward is explicit batched matmuls
   and shifted adds (autograd through overlapping strided views would be very slow).
+- Inference in chunks of slices (``inference_slice_chunk``): every output slice depends on
+  its own slice (queries, keys, global lambda) and on the values of the T//2 slices on each
+  side, so a study can run a few slices at a time, each value projected once and kept for
+  the next chunk's halo. Only the layer's input and output then exist for the whole study;
+  the result is the same.
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
@@ -144,6 +148,9 @@ class LambdaPlus(nn.Module):
             "reassociated" or "materialised"; the result is the same up to rounding.
         inference_chunk_elements: without autograd, the reassociated per-pixel weights are
             made for this many elements at a time (bounds memory; same result).
+        inference_slice_chunk: in eval mode without autograd, run each study this many
+            slices at a time (None: all at once). Bounds the layer's intermediate tensors
+            to the chunk (plus T//2 halo slices of values); same result.
 
     Shapes:
         forward(x, num_slices): x is ((b t), in_channels, H, W) with whole studies of
@@ -175,6 +182,7 @@ class LambdaPlus(nn.Module):
         self.local_size, self.slice_context, self.local_3d = local_size, slice_context, local_3d
         self.positional_path = "auto"
         self.inference_chunk_elements = 2**22  # per-pixel weights held at once at inference (16 MiB fp32)
+        self.inference_slice_chunk: int | None = None
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
         self.norm_q = nn.BatchNorm2d(self.heads * key_dim)
@@ -262,6 +270,11 @@ class LambdaPlus(nn.Module):
 
     def forward(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
         check_slice_batch(x, num_slices)
+        chunk = self.inference_slice_chunk
+        if chunk is not None and chunk < num_slices and self._folded_projection_available():
+            if chunk < 1:
+                raise ValueError(f"inference_slice_chunk must be >= 1 or None, got {chunk}")
+            return self._forward_in_slice_chunks(x, num_slices, chunk)
         folded, _, height, width = x.shape
         heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
         q, keys, values = self._project(x)  # (B n h k), (B n u k), (B n u v)
@@ -299,16 +312,82 @@ class LambdaPlus(nn.Module):
             k = k.reshape(folded, height, width, -1)
         else:
             # Three GEMMs straight into contiguous tensors (no split copies at inference).
-            scale_q, shift_q = _bn_affine(self.norm_q)
-            scale_v, shift_v = _bn_affine(self.norm_v)
-            q = torch.addmm(shift_q, pixels, (w_q * scale_q[:, None]).T).view(folded, height, width, -1)
+            (w_q, shift_q), (w_k, _), (w_v, shift_v) = self._folded_projection()
+            q = torch.addmm(shift_q, pixels, w_q.T).view(folded, height, width, -1)
             k = (pixels @ w_k.T).view(folded, height, width, -1)
-            v = torch.addmm(shift_v, pixels, (w_v * scale_v[:, None]).T).view(folded, height, width, -1)
+            v = torch.addmm(shift_v, pixels, w_v.T).view(folded, height, width, -1)
         return (
             q.reshape(folded, height, width, heads, kd),
             k.reshape(folded, height, width, ud, kd),
             v.reshape(folded, height, width, ud, vd),
         )
+
+    def _folded_projection_available(self) -> bool:
+        """True in eval mode without autograd, when the BatchNorms' running statistics exist."""
+        return (
+            not self.training
+            and not torch.is_grad_enabled()
+            and self.norm_q.running_var is not None
+            and self.norm_v.running_var is not None
+        )
+
+    def _folded_projection(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """(weight (out, c), shift (out,) or None) of the q, k, v projections with the eval-mode
+        query and value BatchNorms folded in."""
+        w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
+        scale_q, shift_q = _bn_affine(self.norm_q)
+        scale_v, shift_v = _bn_affine(self.norm_v)
+        return [(w_q * scale_q[:, None], shift_q), (w_k, None), (w_v * scale_v[:, None], shift_v)]
+
+    def _forward_in_slice_chunks(self, x: torch.Tensor, num_slices: int, chunk: int) -> torch.Tensor:
+        """Inference forward, ``chunk`` slices of each study at a time; same output as forward.
+
+        x ((b t), c, H, W) -> ((b t), h v, H, W) channels-last. Each chunk's queries and keys
+        are projected for its own slices; values for the chunk and the T//2 slices on each
+        side (clipped at the study's ends, where the zero padding is the same as in one pass),
+        each slice's values projected once and carried over to the next chunk.
+        """
+        folded, channels, height, width = x.shape
+        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        (w_q, shift_q), (w_k, _), (w_v, shift_v) = self._folded_projection()
+        positional = self.positional_kernel()
+        halo = self.kernel_extent[0] // 2 if positional is not None else 0
+        content_bias = positional[1][:, None] if positional is not None else None
+        out = x.new_empty(folded, height, width, heads * vd)
+
+        def pixels(first: int, stop: int) -> torch.Tensor:  # (n H W) c; a view if channels-last
+            return x[first:stop].permute(0, 2, 3, 1).reshape(-1, channels)
+
+        for study_start in range(0, folded, num_slices):
+            study_stop = study_start + num_slices
+            values = x.new_empty(0, height, width, ud, vd)  # slices [values_start, values_start + len)
+            values_start = study_start
+            for start in range(study_start, study_stop, chunk):
+                stop = min(study_stop, start + chunk)
+                window_start, window_stop = max(study_start, start - halo), min(study_stop, stop + halo)
+                projected_stop = values_start + values.shape[0]
+                fresh = torch.addmm(shift_v, pixels(projected_stop, window_stop), w_v.T)
+                values = torch.cat([values[window_start - values_start :], fresh.view(-1, height, width, ud, vd)])
+                values_start = window_start
+                q = torch.addmm(shift_q, pixels(start, stop), w_q.T).view(-1, height, width, heads, kd)
+                keys = (pixels(start, stop) @ w_k.T).view(-1, height * width, ud, kd).softmax(dim=1)
+                core = values[start - window_start : stop - window_start]
+                size = stop - start
+                content = torch.bmm(
+                    keys.reshape(size, height * width * ud, kd).transpose(1, 2),
+                    core.reshape(size, height * width * ud, vd),
+                )  # n k v
+                del keys
+                if content_bias is not None:
+                    content += content_bias
+                y = out[start:stop]  # contiguous: the chunk's rows of the output
+                torch.bmm(q.reshape(size, height * width * heads, kd), content, out=y.view(size, -1, vd))
+                if positional is not None:
+                    slice_padding = (halo - (start - window_start), halo - (window_stop - stop))
+                    self._add_positional(
+                        y, q, values, positional[0], positional[2], size, height, width, slice_padding
+                    )
+        return out.permute(0, 3, 1, 2)  # B (h v) H W, channels-last strides
 
     def _add_positional(
         self,
@@ -320,28 +399,41 @@ class LambdaPlus(nn.Module):
         num_slices: int,
         height: int,
         width: int,
+        value_slice_padding: tuple[int, int] | None = None,
     ) -> torch.Tensor:
-        """y + sum_m q_n^T E_{n-m} V_m^T over the positional neighbourhood; y is (B, H, W, h v)."""
+        """y + sum_m q_n^T E_{n-m} V_m^T over the positional neighbourhood; y is (B, H, W, h v).
+
+        q holds whole studies of ``num_slices`` slices. ``values`` holds the same slices
+        (None) or, for one chunk of a study, those slices plus up to T//2 neighbours on each
+        side, with ``value_slice_padding`` = (zero slices before, after) completing them to
+        T//2 on each side. Without autograd y is updated in place.
+        """
         depth, side = self.kernel_extent
         pt, ps = depth // 2, side // 2
         heads, vd = self.heads, self.value_dim
         rows, kernel_matrix = _kernel_rows(kernel, offsets, depth, side, num_slices, height, width)
         padded_shape = (num_slices + 2 * pt, height + 2 * ps, width + 2 * ps)
+        plane = padded_shape[1] * padded_shape[2]
         # Pixels of the padded grid; zero slices at both ends of every study keep studies apart.
-        margin = pt * padded_shape[1] * padded_shape[2] + ps * padded_shape[2] + ps
-        grid = _padded_flat(values, num_slices, (pt, ps), margin)  # (margin + N + margin) u v
+        margin = pt * plane + ps * padded_shape[2] + ps
+        if value_slice_padding is None:
+            grid = _padded_flat(values, num_slices, (pt, ps), margin)  # (margin + N + margin) u v
+        else:
+            grid = _padded_flat(values, values.shape[0], (pt, ps), margin, value_slice_padding)
         q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
         no_grad = not (torch.is_grad_enabled() and (q.requires_grad or values.requires_grad or kernel.requires_grad))
         path = self.chosen_positional_path()
         if path == "reassociated" and no_grad:
             # Inference: per-pixel weights in chunks of pixels, so that the (N, h, o u)
-            # weights never exist at once; the result is the same.
+            # weights never exist at once, and only for the studies' own slices (the zero
+            # slices between studies are never read back); the result is the same.
             out = q_grid.new_empty(q_grid.shape[0], heads, vd)
             chunk = max(1, self.inference_chunk_elements // (heads * kernel_matrix.shape[1]))
-            for start in range(0, q_grid.shape[0], chunk):
-                stop = min(q_grid.shape[0], start + chunk)
-                weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u)
-                out[start:stop] = _NeighbourhoodMatmul.forward(None, weights, grid[start:], rows, margin)
+            for study_first in range(0, q_grid.shape[0], padded_shape[0] * plane):
+                for start in range(study_first + pt * plane, study_first + (pt + num_slices) * plane, chunk):
+                    stop = min(study_first + (pt + num_slices) * plane, start + chunk)
+                    weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u)
+                    out[start:stop] = _NeighbourhoodMatmul.forward(None, weights, grid[start:], rows, margin)
         elif path == "reassociated":
             weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
             out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
@@ -351,8 +443,11 @@ class LambdaPlus(nn.Module):
             )  # N k v: the per-pixel positional lambdas
             out = torch.bmm(q_grid, lambdas)  # N h v
         interior = out.view(-1, *padded_shape, heads * vd)[:, pt : pt + num_slices, ps : ps + height, ps : ps + width]
-        interior = interior.reshape(-1, height, width, heads * vd)
-        return y.add_(interior) if no_grad else y + interior
+        if no_grad:
+            # Strided in-place add: no copy of the interior.
+            y.view(-1, num_slices, height, width, heads * vd).add_(interior)
+            return y
+        return y + interior.reshape(-1, height, width, heads * vd)
 
 
 def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
@@ -367,18 +462,26 @@ def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _padded_flat(
-    tensor: torch.Tensor, num_slices: int, padding: tuple[int, int], margin: int
+    tensor: torch.Tensor,
+    num_slices: int,
+    padding: tuple[int, int],
+    margin: int,
+    slice_padding: tuple[int, int] | None = None,
 ) -> torch.Tensor:
-    """((b t), H, W, a, z) -> ((margin + b (t+2pt) (H+2ps) (W+2ps) + margin), a, z), zeros around."""
+    """((b t), H, W, a, z) -> ((margin + b (before+t+after) (H+2ps) (W+2ps) + margin), a, z),
+    zeros around; (before, after) = ``slice_padding``, default (pt, pt)."""
     pt, ps = padding
+    before, after = slice_padding if slice_padding is not None else (pt, pt)
     _, height, width, a, z = tensor.shape
     studies = tensor.shape[0] // num_slices
-    grid = tensor.new_zeros(studies, num_slices + 2 * pt, height + 2 * ps, width + 2 * ps, a, z)
-    grid[:, pt : pt + num_slices, ps : ps + height, ps : ps + width] = tensor.view(
+    shape = (studies, before + num_slices + after, height + 2 * ps, width + 2 * ps)
+    # One allocation with the margins included (no padded copy).
+    flat = tensor.new_zeros(margin + shape[0] * shape[1] * shape[2] * shape[3] + margin, a, z)
+    grid = flat[margin : flat.shape[0] - margin].view(*shape, a, z)
+    grid[:, before : before + num_slices, ps : ps + height, ps : ps + width] = tensor.view(
         studies, num_slices, height, width, a, z
     )
-    flat = grid.view(-1, a, z)
-    return F.pad(flat, (0, 0, 0, 0, margin, margin)) if margin else flat
+    return flat
 
 
 def _kernel_rows(
