@@ -3,6 +3,12 @@
 Each sub-command lives in its own module exposing ``register(subparsers)``; the
 registered handler returns an exit code. Exit codes: 0 success, 2 bad input (one-line
 message naming the file and the problem), 1 unexpected error.
+
+Start-up time matters (a fresh ``lambdasegment segment`` is what a clinician waits for):
+``main`` registers only the module of the sub-command named on the command line when it
+can find it, so ``segment`` never imports what ``train`` needs (Lightning and its
+dependencies take several seconds to import). Without a recognisable sub-command (``--help``,
+``--version``, a typo) every module is registered, in ``COMMAND_MODULES`` order.
 """
 
 from __future__ import annotations
@@ -21,7 +27,30 @@ COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize",
 EXIT_OK, EXIT_UNEXPECTED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def requested_command(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line: its first word not starting with "-"
+    (the top-level options, --help and --version, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``lambdasegment`` parser: every sub-command, or only ``command``'s when given and
+    found in the module named like it (``segment-dir`` -> ``segment_dir``, ``models`` ->
+    ``models_cmd``); otherwise every sub-command."""
+    if command is not None:
+        stem = command.replace("-", "_")
+        candidates = [name for name in COMMAND_MODULES if name == stem or name == f"{stem}_cmd"]
+        parser = _parser_with(candidates)
+        if candidates and command in _subcommands(parser).choices:
+            return parser
+    return _parser_with(COMMAND_MODULES)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+
+
+def _parser_with(modules: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lambdasegment",
         description="Segment acute ischemic stroke lesions on diffusion-weighted MRI with LambdaUNet. "
@@ -29,14 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lambdasegment {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lambdasegment`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(requested_command(arguments)).parse_args(arguments)
     try:
         return int(args.func(args) or EXIT_OK)
     except BadInputError as error:

@@ -1,0 +1,89 @@
+"""Start-up cost of the command line: ``segment`` imports only what segmenting needs.
+
+A fresh ``lambdasegment segment`` process is what a clinician waits for; Lightning (with
+torchmetrics) alone takes seconds to import, so the segment path must never load the
+training stack, and matplotlib only when a figure is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lambdasegment_cli_helpers import StudyFiles, lambdasegment
+
+from LambdaSegmentLib.cli import COMMAND_MODULES, build_parser, requested_command
+
+TRAINING_STACK = ("lightning", "torchmetrics", "nilearn")
+
+# Runs the CLI in a fresh interpreter and prints the heavy modules it ended up importing.
+PROBE = """
+import json, sys
+from LambdaSegmentLib.cli import main
+code = main(sys.argv[1:])
+heavy = ("lightning", "torchmetrics", "nilearn", "matplotlib")
+print(json.dumps({"exit": code, "imported": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+def imported_by_segment(*args: object) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE, "segment", *map(str, args)],
+                          capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_segment_without_a_report_imports_neither_the_training_stack_nor_matplotlib(
+    model_dir: Path, axial_study: StudyFiles, tmp_path: Path
+) -> None:
+    result = imported_by_segment("--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "mask.nii.gz",
+                                 "--model", model_dir, "--device", "cpu")
+    assert result == {"exit": 0, "imported": []}
+
+
+def test_segment_with_a_report_imports_matplotlib_but_not_the_training_stack(
+    model_dir: Path, axial_study: StudyFiles, tmp_path: Path
+) -> None:
+    result = imported_by_segment("--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "mask.nii.gz",
+                                 "--report", tmp_path / "report.json", "--model", model_dir, "--device", "cpu")
+    assert result == {"exit": 0, "imported": ["matplotlib"]}
+    assert (tmp_path / "report.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["segment", "--dwi", "x"], "segment"),
+    (["segment-dir", "in", "out"], "segment-dir"),
+    (["--help"], None),
+    ([], None),
+])
+def test_the_requested_command_is_the_first_word_that_is_not_an_option(argv: list[str], command: str | None) -> None:
+    assert requested_command(argv) == command
+
+
+@pytest.mark.parametrize(("command", "module"), [("segment", "segment"), ("segment-dir", "segment_dir"), ("models", "models_cmd")])
+def test_a_named_command_gets_a_parser_with_that_command_alone(command: str, module: str) -> None:
+    assert module in COMMAND_MODULES
+    subcommands = build_parser(command)._subparsers._group_actions[0].choices
+    assert list(subcommands) == [command]
+
+
+def test_without_a_known_command_every_command_is_registered() -> None:
+    everything = list(build_parser()._subparsers._group_actions[0].choices)
+    assert list(build_parser("segmnt")._subparsers._group_actions[0].choices) == everything
+    assert {"demo", "segment", "segment-dir", "models", "synthesize", "train", "evaluate"} <= set(everything)
+
+
+def test_a_misspelt_command_is_refused_with_the_list_of_commands() -> None:
+    result = lambdasegment("segmnt", "--dwi", "x")
+    assert result.returncode == 2
+    assert "invalid choice: 'segmnt'" in result.stderr and "segment-dir" in result.stderr
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = lambdasegment("--help")
+    assert result.returncode == 0
+    for command in ("demo", "segment", "segment-dir", "models", "synthesize", "train", "evaluate"):
+        assert command in result.stdout
