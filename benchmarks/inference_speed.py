@@ -6,8 +6,11 @@ Implementations ("impl"):
   the authors' code does (``benchmarks/reference_lambda_plus.py``);
 - plain: the project's model as created, eval mode;
 - optimised: ``optimise_for_inference`` (BatchNorms folded, channels-last);
-- chunked: optimised + the slice-independent stem/decoder run 4 slices at a time
-  (``optimise_for_inference(..., slice_chunk=4)``), output identical to one pass;
+- chunked: what the inference engine runs (``inference.engine.inference_model``:
+  ``optimise_for_inference(..., slice_chunk=INFERENCE_SLICE_CHUNK)``, 4: the
+  slice-independent stem/decoder and every Lambda+ layer run 4 slices at a time), output
+  identical to one pass (built here without importing the engine's I/O libraries, so that
+  its RSS compares with the other rows);
 - slabs: optimised model run by the inference engine (``predict_probability``) in slabs
   planned for ``--slab-budget-gib``.
 
@@ -57,9 +60,10 @@ from harness import (  # noqa: E402
 PAPER = {"name": "lambda_unet", "config": {}}
 IMPLS = ("reference", "plain", "optimised", "chunked", "slabs")
 # Peak bytes per input pixel x first-level width seen on CPU (one pass): about 30 for the
-# models, 12 chunked, about 45 for the reference (its materialised lambdas); used, with a
-# margin, to skip runs that would not fit in --max-gib.
-BYTES_PER_PIXEL_WIDTH = {"reference": 60, "plain": 30, "optimised": 30, "chunked": 12, "slabs": 0}
+# models, 16 chunked (paper LambdaUNet 24x256^2: 1.54 GiB, process included), about 45 for
+# the reference (its materialised lambdas); used, with a margin, to skip runs that would
+# not fit in --max-gib.
+BYTES_PER_PIXEL_WIDTH = {"reference": 60, "plain": 30, "optimised": 30, "chunked": 16, "slabs": 0}
 
 
 def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
@@ -85,7 +89,9 @@ def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
     if impl in ("optimised", "slabs"):
         return optimise_for_inference(model)
     if impl == "chunked":
-        return optimise_for_inference(model, slice_chunk=4)
+        from LambdaSegmentLib.models.fusion import INFERENCE_SLICE_CHUNK
+
+        return optimise_for_inference(model, slice_chunk=INFERENCE_SLICE_CHUNK)  # = engine.inference_model
     return model
 
 

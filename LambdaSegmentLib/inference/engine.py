@@ -4,7 +4,7 @@ The stack is run in one pass when its estimated peak memory fits the budget, oth
 in overlapping slabs along the slice axis (``slabs.py``) whose stitched output equals the
 one-pass output, because each slab's halo covers the model's through-slice receptive
 field. The network run is ``models.fusion.optimise_for_inference``'s copy of the package's
-model (BatchNorms folded, channels-last, 2D parts slice-chunked). An exact slab needs at least 2 x halo + 1 input slices (17 for the paper's
+model (BatchNorms folded, channels-last, 2D parts and Lambda+ layers slice-chunked). An exact slab needs at least 2 x halo + 1 input slices (17 for the paper's
 LambdaUNet), so a budget below that is exceeded, with a warning, rather than giving a
 different result.
 
@@ -99,17 +99,16 @@ def predict_probability(
     return probability
 
 
-SLICE_CHUNK = 4  # slices at a time through the 2D stem and decoder (models/fusion.py)
-
-
 def inference_model(model: nn.Module, device: torch.device) -> nn.Module:
     """An inference copy of ``model`` on ``device``: BatchNorms folded, channels-last weights,
-    and the 2D parts of the UNet family run ``SLICE_CHUNK`` slices at a time (less peak
-    memory, no halo recomputation). Same outputs up to float rounding
-    (``LambdaSegmentLib.models.fusion``); the package's own model is left as it is."""
-    from LambdaSegmentLib.models.fusion import optimise_for_inference
+    and the 2D parts of the UNet family and its Lambda+ layers run
+    ``models.fusion.INFERENCE_SLICE_CHUNK`` slices at a time (less peak memory, no halo
+    recomputation: paper LambdaUNet, 24 x 256^2, fp32 CPU, 1.54 GiB peak RSS against
+    2.61 GiB in one pass, ``benchmarks/inference_speed.py``). Same outputs up to float
+    rounding (``LambdaSegmentLib.models.fusion``); the package's own model is left as it is."""
+    from LambdaSegmentLib.models.fusion import INFERENCE_SLICE_CHUNK, optimise_for_inference
 
-    return optimise_for_inference(model, slice_chunk=SLICE_CHUNK).to(device)
+    return optimise_for_inference(model, slice_chunk=INFERENCE_SLICE_CHUNK).to(device)
 
 
 def plan_for_budget(model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int) -> list[Slab]:

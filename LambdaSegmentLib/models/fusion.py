@@ -14,7 +14,9 @@
   only, without the halo recomputation of slab streaming. Lambda+ layers run in chunks of
   the same number of slices too (``LambdaPlus.inference_slice_chunk``: each chunk reads the
   values of T//2 neighbouring slices), so only the encoder blocks' inputs and outputs and
-  the skips exist for the whole study.
+  the skips exist for the whole study. Paper LambdaUNet, 24 x 256^2, fp32 CPU, 1 thread:
+  peak RSS 2.21 GiB (chunked stem/decoder only) -> 1.54 GiB; one pass 2.61 GiB
+  (``benchmarks/inference_speed.py``, "chunked" and "optimised" rows).
 
 The result equals the plain eval model up to float rounding (tested to 1e-4 on logits).
 """
@@ -31,6 +33,10 @@ from .lambda_plus import LambdaPlus
 from .lambda_unet import LambdaDown
 from .slices import check_in_plane_size, fold_slices, unfold_slices
 from .unet_blocks import UNet2p5d
+
+INFERENCE_SLICE_CHUNK = 4
+"""Slices at a time for ``slice_chunk`` in the inference engine (and its benchmark rows):
+GEMMs of 4 x 16^2 = 1024 pixels or more at every level, intermediates of 4 slices."""
 
 
 def fold_batch_norms(model: nn.Module) -> int:
@@ -103,7 +109,7 @@ def optimise_for_inference(
         fold_bn: fold Conv2d -> BatchNorm2d pairs; apply the BatchNorms after Lambda+
             layers in place.
         channels_last: channels-last weights (and so activations).
-        slice_chunk: when set and the model is a ``UNet2p5d``, wrap it in
+        slice_chunk: when set and the model is a ``UNet2p5d`` using its forward, wrap it in
             ``SliceChunkedUNet`` running its 2D stem and decoder this many slices at a time,
             and set every Lambda+ layer's ``inference_slice_chunk`` to it.
 
@@ -119,7 +125,9 @@ def optimise_for_inference(
             if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
                 # Module.to(memory_format=...) refuses the 5D Lambda+ kernels; convert 4D weights only.
                 module.weight.data = module.weight.data.contiguous(memory_format=torch.channels_last)
-    if slice_chunk is not None and isinstance(optimised, UNet2p5d):
+    # Only models that run UNet2p5d's own forward: SliceChunkedUNet re-implements exactly
+    # that one (AttentionUNet, for one, has its own and decoder blocks returning tuples).
+    if slice_chunk is not None and isinstance(optimised, UNet2p5d) and type(optimised).forward is UNet2p5d.forward:
         optimised = SliceChunkedUNet(optimised, slice_chunk)
         for module in optimised.modules():
             if isinstance(module, LambdaPlus):

@@ -353,23 +353,25 @@ class LambdaPlus(nn.Module):
         positional = self.positional_kernel()
         halo = self.kernel_extent[0] // 2 if positional is not None else 0
         content_bias = positional[1][:, None] if positional is not None else None
-        out = x.new_empty(folded, height, width, heads * vd)
+        out = None  # ((b t), H, W, h v), in the projections' dtype (autocast may lower it)
 
         def pixels(first: int, stop: int) -> torch.Tensor:  # (n H W) c; a view if channels-last
             return x[first:stop].permute(0, 2, 3, 1).reshape(-1, channels)
 
         for study_start in range(0, folded, num_slices):
             study_stop = study_start + num_slices
-            values = x.new_empty(0, height, width, ud, vd)  # slices [values_start, values_start + len)
+            values = None  # projected values of slices [values_start, values_start + len)
             values_start = study_start
             for start in range(study_start, study_stop, chunk):
                 stop = min(study_stop, start + chunk)
                 window_start, window_stop = max(study_start, start - halo), min(study_stop, stop + halo)
-                projected_stop = values_start + values.shape[0]
-                fresh = torch.addmm(shift_v, pixels(projected_stop, window_stop), w_v.T)
-                values = torch.cat([values[window_start - values_start :], fresh.view(-1, height, width, ud, vd)])
+                projected_stop = values_start + (values.shape[0] if values is not None else 0)
+                fresh = torch.addmm(shift_v, pixels(projected_stop, window_stop), w_v.T).view(-1, height, width, ud, vd)
+                values = fresh if values is None else torch.cat([values[window_start - values_start :], fresh])
                 values_start = window_start
                 q = torch.addmm(shift_q, pixels(start, stop), w_q.T).view(-1, height, width, heads, kd)
+                if out is None:
+                    out = q.new_empty(folded, height, width, heads * vd)
                 keys = (pixels(start, stop) @ w_k.T).view(-1, height * width, ud, kd).softmax(dim=1)
                 core = values[start - window_start : stop - window_start]
                 size = stop - start
@@ -380,6 +382,7 @@ class LambdaPlus(nn.Module):
                 del keys
                 if content_bias is not None:
                     content += content_bias
+                content = content.to(q.dtype)  # bmm(out=...) is not autocast: one dtype
                 y = out[start:stop]  # contiguous: the chunk's rows of the output
                 torch.bmm(q.reshape(size, height * width * heads, kd), content, out=y.view(size, -1, vd))
                 if positional is not None:
@@ -412,6 +415,9 @@ class LambdaPlus(nn.Module):
         pt, ps = depth // 2, side // 2
         heads, vd = self.heads, self.value_dim
         rows, kernel_matrix = _kernel_rows(kernel, offsets, depth, side, num_slices, height, width)
+        # Under autocast the values come in a lower precision than the kernel parameters;
+        # the in-place batched matmuls (not autocast) need one dtype.
+        kernel_matrix = kernel_matrix.to(values.dtype)
         padded_shape = (num_slices + 2 * pt, height + 2 * ps, width + 2 * ps)
         plane = padded_shape[1] * padded_shape[2]
         # Pixels of the padded grid; zero slices at both ends of every study keep studies apart.

@@ -113,3 +113,34 @@ def test_batch_norms_after_lambda_plus_are_applied_in_place() -> None:
                    for m in (d.norm1, d.norm2))
     with pytest.raises(ValueError, match="eval-mode"):
         batch_norms_in_place(create_model("lambda_unet", widths=SMALL_WIDTHS, value_dim=8, key_dim=4).train())
+
+
+def test_a_model_with_its_own_forward_is_not_chunked() -> None:
+    """AttentionUNet overrides forward (gates, decoder blocks returning tuples): it gets the
+    BatchNorm folding but runs in one pass, with the plain model's result."""
+    torch.manual_seed(0)
+    model = create_model("attention_unet", widths=SMALL_WIDTHS).eval()
+    optimised = optimise_for_inference(model, slice_chunk=2)
+    assert not isinstance(optimised, SliceChunkedUNet)
+    x = torch.rand(1, 2, 3, 32, 32)
+    with torch.inference_mode():
+        expected = model(x)
+        assert (optimised(x) - expected).abs().max().item() <= 1e-5 * max(1.0, expected.abs().max().item())
+
+
+def test_chunked_and_one_pass_run_under_bfloat16_autocast() -> None:
+    """The engine autocasts to bfloat16 on CUDA; CPU autocast exercises the same dtype
+    handling (Lambda+ kernels in float32, values in bfloat16): both paths run, agree with
+    each other and with float32 within bfloat16 rounding."""
+    torch.manual_seed(0)
+    model = create_model("lambda_unet", widths=SMALL_WIDTHS, value_dim=8, key_dim=4).eval()
+    x = torch.rand(1, 2, 7, 32, 32)
+    one_pass, chunked = optimise_for_inference(model), optimise_for_inference(model, slice_chunk=2)
+    with torch.inference_mode():
+        exact = one_pass(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low_one_pass, low_chunked = one_pass(x), chunked(x)
+    assert low_one_pass.dtype == low_chunked.dtype == torch.bfloat16
+    scale = exact.abs().max().item()
+    assert (low_chunked.float() - low_one_pass.float()).abs().max().item() <= 1e-2 * scale
+    assert (low_chunked.float() - exact).abs().max().item() <= 5e-2 * scale
