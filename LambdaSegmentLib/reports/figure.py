@@ -21,6 +21,7 @@ from .summary import DISCLAIMER, RADIOLOGICAL_CONVENTION
 
 MAX_PANELS = 12
 PAGE_INCHES = (8.27, 11.69)  # A4 portrait
+PNG_COMPRESS_LEVEL = 3  # zlib level; Pillow's default 6 encodes the page ~2.5x slower for a ~5 % smaller file
 
 
 def display_slices(volume: Volume, slice_axis: int) -> tuple[np.ndarray, float, tuple[str, str], bool]:
@@ -128,6 +129,7 @@ def write_report_figure(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{path.suffix}")
-    figure.savefig(temporary)
+    png = path.suffix.lower() == ".png"
+    figure.savefig(temporary, **({"pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}} if png else {}))
     temporary.replace(path)
     return path
