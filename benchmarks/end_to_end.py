@@ -36,13 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The repository last: an installed package or PYTHONPATH (e.g. another checkout to compare) comes first.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # ``harness`` imports torch: imported where needed, never in the --stages child before its timers start.
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# The bundled recipe's model (LambdaSegmentLib/training/recipe.py), used untrained when no
+# The bundled recipe's model and preprocessing (scripts/train_bundled.sh), used untrained when no
 # bundled package is installed.
 STAND_IN = {
     "architecture": {"name": "lambda_unet", "config": {"widths": [16, 32, 64, 128, 256], "value_dim": 8}},
@@ -80,8 +81,10 @@ def model_choice(given: str | None, scratch: Path) -> tuple[Path | None, str]:
     """(directory to pass as --model, None = the bundled package; its label for the table)."""
     if given is not None:
         manifest = json.loads((Path(given) / "manifest.json").read_text(encoding="utf-8"))
-        return Path(given), f"--model {given}: {manifest['name']} {manifest['version']} ({manifest.get('training_data')}), " \
-                            f"{json.dumps(manifest['architecture'])}, preprocessing {json.dumps(manifest['preprocessing'])}"
+        untrained = " UNTRAINED" if "UNTRAINED" in str(manifest.get("training_data", "")).upper() else ""
+        return Path(given), (f"--model {given}:{untrained} {manifest['name']} {manifest['version']} (weights SHA-256 "
+                             f"{manifest['weights_sha256'][:12]}), {json.dumps(manifest['architecture'])}, "
+                             f"preprocessing {json.dumps(manifest['preprocessing'])}")
     from harness import BUNDLED_MANIFEST
 
     if BUNDLED_MANIFEST.exists():
@@ -243,6 +246,7 @@ def main() -> None:
     header = machine_header("End to end: lambdasegment segment (read, preprocess, infer, write, report)",
                             f"nice -n {os.nice(0)} " + " ".join([".venv/bin/python", *sys.argv]),
                             {"threads": args.threads, "device": args.device, "model": model_label,
+                             **({"PYTHONPATH (code under test)": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
                              "note": "seconds = wall time of a fresh CLI process (Python and torch imports included); "
                                      "cpu = its user + system CPU seconds; segmentation = report.json seconds "
                                      "(preprocess, infer, back to the DWI grid)"})

@@ -87,3 +87,18 @@ def test_top_level_help_lists_every_command() -> None:
     assert result.returncode == 0
     for command in ("demo", "segment", "segment-dir", "models", "synthesize", "train", "evaluate"):
         assert command in result.stdout
+
+
+def test_only_the_process_command_freezes_the_garbage_collector_before_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() as the console script calls it (argv None) freezes live objects so the exit's
+    final collection skips them; main(argv), as tests and embedding code call it, leaves the GC alone."""
+    import gc
+
+    import LambdaSegmentLib.cli as cli
+
+    freezes: list[bool] = []
+    monkeypatch.setattr(cli, "_run", lambda argv: 0)
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(True))
+    assert cli.main(["segment"]) == 0 and freezes == []
+    monkeypatch.setattr(sys, "argv", ["lambdasegment", "segment"])
+    assert cli.main() == 0 and freezes == [True]
