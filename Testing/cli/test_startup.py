@@ -89,16 +89,21 @@ def test_top_level_help_lists_every_command() -> None:
         assert command in result.stdout
 
 
-def test_only_the_process_command_freezes_the_garbage_collector_before_exit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """main() as the console script calls it (argv None) freezes live objects so the exit's
-    final collection skips them; main(argv), as tests and embedding code call it, leaves the GC alone."""
+def test_only_the_process_command_tunes_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() as the console script calls it (argv None) raises the collection thresholds and
+    freezes live objects before exit; main(argv), as tests and embedding code call it, leaves
+    the GC alone."""
     import gc
 
     import LambdaSegmentLib.cli as cli
 
-    freezes: list[bool] = []
-    monkeypatch.setattr(cli, "_run", lambda argv: 0)
-    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(True))
-    assert cli.main(["segment"]) == 0 and freezes == []
+    calls: list[tuple] = []
+    monkeypatch.setattr(cli, "_run", lambda argv: calls.append(("run",)) or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append(("freeze",)))
+    monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: calls.append(("set_threshold", *thresholds)))
+    assert cli.main(["segment"]) == 0 and calls == [("run",)]
+    calls.clear()
     monkeypatch.setattr(sys, "argv", ["lambdasegment", "segment"])
-    assert cli.main() == 0 and freezes == [True]
+    assert cli.main() == 0
+    assert calls == [("set_threshold", *cli.PROCESS_GC_THRESHOLDS), ("run",), ("freeze",)]
+    assert cli.PROCESS_GC_THRESHOLDS[0] > gc.get_threshold()[0]
