@@ -45,8 +45,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command is not None:
         stem = command.replace("-", "_")
         candidates = [name for name in COMMAND_MODULES if name == stem or name == f"{stem}_cmd"]
-        parser = _parser_with(candidates)
-        if candidates and command in _subcommands(parser).choices:
+        parser = _parser_with(candidates) if candidates else None
+        if parser is not None and command in _subcommands(parser).choices:
             return parser
     return _parser_with(COMMAND_MODULES)
 
