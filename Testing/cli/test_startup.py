@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from lambdasegment_cli_helpers import StudyFiles, lambdasegment
+from lambdasegment_cli_helpers import StudyFiles
 
-from LambdaSegmentLib.cli import COMMAND_MODULES, build_parser, requested_command
+from LambdaSegmentLib.cli import COMMAND_MODULES, build_parser, main, requested_command
 
 TRAINING_STACK = ("lightning", "torchmetrics", "nilearn")
 
@@ -76,17 +76,21 @@ def test_without_a_known_command_every_command_is_registered() -> None:
     assert {"demo", "segment", "segment-dir", "models", "synthesize", "train", "evaluate"} <= set(everything)
 
 
-def test_a_misspelt_command_is_refused_with_the_list_of_commands() -> None:
-    result = lambdasegment("segmnt", "--dwi", "x")
-    assert result.returncode == 2
-    assert "invalid choice: 'segmnt'" in result.stderr and "segment-dir" in result.stderr
+def test_a_misspelt_command_is_refused_with_the_list_of_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["segmnt", "--dwi", "x"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert "invalid choice: 'segmnt'" in error and "segment-dir" in error
 
 
-def test_top_level_help_lists_every_command() -> None:
-    result = lambdasegment("--help")
-    assert result.returncode == 0
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    listing = capsys.readouterr().out
     for command in ("demo", "segment", "segment-dir", "models", "synthesize", "train", "evaluate"):
-        assert command in result.stdout
+        assert command in listing
 
 
 def test_only_the_process_command_tunes_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
