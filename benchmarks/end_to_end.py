@@ -52,11 +52,11 @@ STAND_IN = {
 }
 
 
-def write_study(directory: Path, slices: int, size: int) -> tuple[Path, Path]:
+def write_study(directory: Path, slices: int, size: int, in_plane_mm: float = 2.0) -> tuple[Path, Path]:
     from LambdaSegmentLib.inference.phantom import make_phantom
     from LambdaSegmentLib.io import write_volume
 
-    phantom = make_phantom(size_ijk=(size, size, slices), spacing_mm=(2.0, 2.0, 6.0))
+    phantom = make_phantom(size_ijk=(size, size, slices), spacing_mm=(in_plane_mm, in_plane_mm, 6.0))
     dwi = write_volume(phantom.dwi, directory / "dwi.nii.gz")
     adc = write_volume(phantom.adc, directory / "adc.nii.gz")
     return dwi, adc
@@ -205,6 +205,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slices", type=int, default=24)
     parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--in-plane-mm", type=float, default=2.0,
+                        help="in-plane spacing of the study (2.0: the network sees the full 256x256; "
+                        "0.9, a clinical DWI: it is resampled to the model's 2 mm grid, ~115x115)")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS/MKL_NUM_THREADS of the runs (2)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=2)
@@ -225,12 +228,12 @@ def main() -> None:
     executable = str(Path(sys.executable).parent / "lambdasegment")
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
-        dwi, adc = write_study(scratch, args.slices, args.size)
+        dwi, adc = write_study(scratch, args.slices, args.size, args.in_plane_mm)
         model_dir, model_label = model_choice(args.model, scratch)
         for repeat in range(args.repeats):
             out = scratch / f"run{repeat}"
             load = os.getloadavg()[0]
-            row = {"repeat": repeat, "study": f"{args.slices}x{args.size}x{args.size}", "load_1min": load,
+            row = {"repeat": repeat, "study": f"{args.slices}x{args.size}x{args.size} @ {args.in_plane_mm:g} mm", "load_1min": load,
                    **timed_run([executable, *segment_command(dwi, adc, out, model_dir, args.device)], env)}
             if row["exit_code"] == 0:
                 report = json.loads((out / "report.json").read_text(encoding="utf-8"))
