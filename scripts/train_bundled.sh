@@ -20,7 +20,7 @@ MAX_TIME=${MAX_TIME:-00:01:50:00}
 exec "$PYTHON" -m LambdaSegmentLib train \
   --model lambda_unet --model-config '{"widths": [16, 32, 64, 128, 256], "value_dim": 8}' \
   --preprocessing '{"channels": ["eadc", "dwi"], "in_plane_spacing_mm": 2.0, "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"}, "pad_multiple": 16}' \
-  --loss dice_bce --optimizer adamw --lr 2e-3 --weight-decay 1e-4 --constant-epochs 45 --decay-end-epoch 95 --max-epochs 95 \
+  --loss dice_bce --optimizer adamw --lr 2e-3 --weight-decay 1e-4 --constant-epochs 25 --decay-end-epoch 65 --max-epochs 65 \
   --synthetic 8 --windows-per-study 16 --batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probability 0.8 --artefact-augmentation 0.5 \
   --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' \
   --val-data "$VAL_DATA" --seed 20261123 --workers 1 \

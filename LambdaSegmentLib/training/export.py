@@ -149,3 +149,10 @@ class ExportBestPackage(L.Callback):
         }
         export_package(module, self.manifest_factory(module, state), self.directory, fp16=self.fp16)
         print(f"exported package to {self.directory} ({self.monitor}={value:.4f}, step {trainer.global_step})", flush=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in Lightning checkpoints, so a resumed run only exports what beats the best so far."""
+        return {"best": self.best}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.best = state_dict.get("best")

@@ -239,6 +239,15 @@ def test_the_modules_self_test_passes_on_real_mrml(lambda_segment_module, untrai
     test.test_SegmentStroke1()
 
 
+def test_the_modules_self_test_with_the_bundled_model_finds_the_infarct(lambda_segment_module, mrml):
+    """The self-test exactly as the Slicer app runs it (bundled model, no package override):
+    beyond geometry and mL it checks the volume is plausible (0.3-3x the phantom's infarct)."""
+    test = lambda_segment_module.LambdaSegmentTest("test_SegmentStroke1")
+    assert test.modelPackageDir is None
+    test.setUp()
+    test.test_SegmentStroke1()
+
+
 def test_library_requirements_match_pyproject(lambda_segment_module):
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert list(lambda_segment_module.LIBRARY_REQUIREMENTS) == pyproject["project"]["dependencies"]

@@ -9,7 +9,7 @@ import lightning as L
 import torch
 
 from LambdaSegmentLib.inference import load_model_package, sha256_of_file
-from LambdaSegmentLib.training import SegmentationDataModule, SegmentationModule, export_package, build_manifest
+from LambdaSegmentLib.training import ExportBestPackage, SegmentationDataModule, SegmentationModule, build_manifest, export_package
 
 from lambdasegment_training_helpers import TINY_MODEL, TINY_PREPROCESSING
 
@@ -28,9 +28,13 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
     datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[val], size_hw=(32, 32), batch_size=1)
     module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=3e-3)
     history = LossHistory()
-    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_dice", mode="max")
+    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_dice", mode="max", save_last=True)
+    exporter = ExportBestPackage(
+        tmp_path / "live-package",
+        lambda current, state: build_manifest(current, TINY_PREPROCESSING, name="tiny", version="0.0.1", training_data={}, training=state),
+    )
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_epochs=12, callbacks=[history, checkpoint], logger=False,
+        accelerator="cpu", devices=1, max_epochs=12, callbacks=[history, checkpoint, exporter], logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, reload_dataloaders_every_n_epochs=1,
     )
     trainer.fit(module, datamodule=datamodule)
@@ -39,6 +43,15 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
     assert len(history.losses) >= 12
     assert sum(last) / 3 < 0.8 * sum(first) / 3, history.losses
     assert Path(checkpoint.best_model_path).is_file()
+
+    # The live export holds the best epoch, and its best score travels in the checkpoints, so a
+    # resumed run (``lambdasegment train --resume``) never replaces it with a worse model.
+    assert exporter.best == float(checkpoint.best_model_score)
+    assert json.loads((tmp_path / "live-package" / "manifest.json").read_text(encoding="utf-8"))["training"]["val_dice"] == exporter.best
+    last = torch.load(tmp_path / "ckpt" / "last.ckpt", map_location="cpu", weights_only=True)
+    resumed = ExportBestPackage(tmp_path / "live-package", exporter.manifest_factory)
+    resumed.load_state_dict(last["callbacks"][exporter.state_key])
+    assert resumed.best == exporter.best
 
     best = SegmentationModule.load_from_checkpoint(checkpoint.best_model_path, map_location="cpu", weights_only=True)
     manifest = build_manifest(best, TINY_PREPROCESSING, name="tiny", version="0.0.1", training_data=datamodule.description())
