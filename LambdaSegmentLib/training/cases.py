@@ -76,7 +76,10 @@ def find_labelled_cases(root: str | Path) -> list[LabelledCase]:
             raise BadInputError(roles["dwi"], f"no expert mask <{prefix}>_msk next to or below {root}")
         if "adc" not in roles and "eadc" not in roles:
             raise BadInputError(roles["dwi"], f"no ADC or eADC map for case {prefix}")
-        cases.append(LabelledCase(prefix, roles["dwi"], roles["msk"], roles.get("adc"), roles.get("eadc")))
+        # With both maps (as `lambdasegment synthesize` writes them) the ADC is used: the
+        # eADC is derived from it, and a study takes one of the two.
+        adc = roles.get("adc")
+        cases.append(LabelledCase(prefix, roles["dwi"], roles["msk"], adc, None if adc else roles.get("eadc")))
     if not cases:
         raise BadInputError(root, "no labelled case found (expected <prefix>_dwi, <prefix>_adc and <prefix>_msk images)")
     return cases

@@ -31,6 +31,17 @@ def test_isles22_layout_joins_rawdata_and_derivatives_by_prefix(tmp_path: Path) 
     assert (case.name, case.dwi, case.adc, case.mask, case.eadc) == ("sub-strokecase0007_ses-0001", dwi, adc, mask, None)
 
 
+def test_a_folder_with_both_adc_and_eadc_uses_the_adc(tmp_path: Path) -> None:
+    """`lambdasegment synthesize` writes both maps; a study takes one, the measured ADC."""
+    folder = tmp_path / "sub-synth0001" / "ses-0001" / "dwi"
+    touch(folder / "sub-synth0001_ses-0001_dwi.nii.gz")
+    adc = touch(folder / "sub-synth0001_ses-0001_adc.nii.gz")
+    touch(folder / "sub-synth0001_ses-0001_eadc.nii.gz")
+    touch(folder / "sub-synth0001_ses-0001_msk.nii.gz")
+    (case,) = find_labelled_cases(tmp_path)
+    assert (case.adc, case.eadc) == (adc, None)
+
+
 def test_a_case_without_mask_is_refused_naming_the_file(tmp_path: Path) -> None:
     dwi = touch(tmp_path / "sub-1" / "sub-1_dwi.nii.gz")
     touch(tmp_path / "sub-1" / "sub-1_adc.nii.gz")
