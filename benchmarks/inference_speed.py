@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import sys
 import tempfile
 import time
@@ -248,7 +249,8 @@ def compare_to_reference(rows: list[dict[str, Any]], study: str, arch: str, mode
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    command = " ".join(["nice -n 10" if args.device == "cpu" else "", ".venv/bin/python", *sys.argv]).strip()
+    niceness = os.nice(0)  # the command as it was really run
+    command = " ".join([f"nice -n {niceness}" if niceness else "", ".venv/bin/python", *sys.argv]).strip()
     architecture, source = bundled_architecture()
     header = machine_header(
         "Inference speed: LambdaUNet (project), reference maths, conv UNet", command,
