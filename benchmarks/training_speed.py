@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -114,7 +115,8 @@ def main() -> None:
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    command = " ".join(["nice -n 10" if args.device == "cpu" else "", ".venv/bin/python", *sys.argv]).strip()
+    niceness = os.nice(0)  # the command as it was really run
+    command = " ".join([f"nice -n {niceness}" if niceness else "", ".venv/bin/python", *sys.argv]).strip()
     architecture, source = bundled_architecture()
     header = machine_header("Training throughput: one RMSprop step, BCE loss", command, {
         "threads": args.threads, "device": args.device,
