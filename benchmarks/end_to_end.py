@@ -220,7 +220,7 @@ def main() -> None:
     if args.stages_child is not None:
         stages_child(json.loads(args.stages_child))
         return
-    from harness import machine_header, write_tables
+    from harness import invocation, machine_header, write_tables
 
     rows: list[dict[str, Any]] = []
     stage_rows: list[dict[str, Any]] = []
@@ -247,7 +247,7 @@ def main() -> None:
             for row in stage_rows:
                 print(json.dumps(row), flush=True)
     header = machine_header("End to end: lambdasegment segment (read, preprocess, infer, write, report)",
-                            f"nice -n {os.nice(0)} " + " ".join([".venv/bin/python", *sys.argv]),
+                            invocation(),
                             {"threads": args.threads, "device": args.device, "model": model_label,
                              **({"PYTHONPATH (code under test)": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
                              "note": "seconds = wall time of a fresh CLI process (Python and torch imports included); "

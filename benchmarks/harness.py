@@ -165,6 +165,12 @@ def format_cell(value: Any) -> str:
     return str(value)
 
 
+def invocation() -> str:
+    """This benchmark's command line as it was really run (with its niceness, when not 0)."""
+    niceness = os.nice(0)
+    return " ".join([f"nice -n {niceness}"] * bool(niceness) + [".venv/bin/python", *sys.argv])
+
+
 def machine_header(title: str, command: str, extra: dict[str, Any] | None = None) -> str:
     """Markdown preamble: title, exact command, machine, versions, commit, time."""
     info = machine_description()

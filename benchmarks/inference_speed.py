@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import os
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ from harness import (  # noqa: E402
     bundled_architecture,
     current_rss_gib,
     emit,
+    invocation,
     machine_header,
     matmul_gflops,
     peak_memory_gib,
@@ -249,8 +249,7 @@ def compare_to_reference(rows: list[dict[str, Any]], study: str, arch: str, mode
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    niceness = os.nice(0)  # the command as it was really run
-    command = " ".join([f"nice -n {niceness}" if niceness else "", ".venv/bin/python", *sys.argv]).strip()
+    command = invocation()
     architecture, source = bundled_architecture()
     header = machine_header(
         "Inference speed: LambdaUNet (project), reference maths, conv UNet", command,

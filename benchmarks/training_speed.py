@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from harness import (  # noqa: E402
     RESULTS,
     bundled_architecture,
     emit,
+    invocation,
     machine_header,
     matmul_gflops,
     peak_memory_gib,
@@ -115,8 +115,7 @@ def main() -> None:
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    niceness = os.nice(0)  # the command as it was really run
-    command = " ".join([f"nice -n {niceness}" if niceness else "", ".venv/bin/python", *sys.argv]).strip()
+    command = invocation()
     architecture, source = bundled_architecture()
     header = machine_header("Training throughput: one RMSprop step, BCE loss", command, {
         "threads": args.threads, "device": args.device,
