@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 from lambdasegment_cli_helpers import lambdasegment
 
+from LambdaSegmentLib.cli.demo import DEMO_STUDY_DIR
 from LambdaSegmentLib.inference import BUNDLED_PACKAGE
 from LambdaSegmentLib.io import read_volume
 from LambdaSegmentLib.metrics import volume_dice
-
-DEMO_STUDY = Path(__file__).resolve().parents[2] / "LambdaSegmentLib" / "resources" / "demo"
 
 
 def test_demo_writes_mask_report_and_overlay_and_will_not_overwrite_them(tmp_path: Path) -> None:
@@ -29,7 +28,7 @@ def test_demo_writes_mask_report_and_overlay_and_will_not_overwrite_them(tmp_pat
         assert report["model"]["training_data"] == "UNTRAINED, for plumbing only"
     else:  # the shipped model finds the embedded study's infarct (Dice 0.78 when measured)
         assert "UNTRAINED" not in result.stdout + result.stderr
-        embedded = next(DEMO_STUDY.rglob("*_msk.nii.gz"))
+        embedded = next(DEMO_STUDY_DIR.rglob("*_msk.nii.gz"))
         truth = np.asarray(read_volume(embedded).array) > 0
         predicted = np.asarray(read_volume(output / "demo_mask.nii.gz").array) > 0
         assert volume_dice(predicted, truth) > 0.5
