@@ -102,7 +102,6 @@ def _devices(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
     from LambdaSegmentLib.training import (
@@ -110,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
         ExportBestPackage,
         SegmentationDataModule,
         SegmentationModule,
+        best_checkpoint,
         build_manifest,
         export_package,
+        latest_checkpoint,
         recipe,
     )
 
@@ -172,16 +173,10 @@ def run(args: argparse.Namespace) -> int:
         )
 
     has_validation = bool(args.val_data or args.val_synthetic)
-    checkpoint = ModelCheckpoint(
-        dirpath=work_dir / "checkpoints",
-        monitor=recipe.MONITOR if has_validation else None,
-        mode="max",
-        save_last=True,
-        filename="best-{epoch}-{step}",
-    )
-    callbacks: list[L.Callback] = [checkpoint]
+    checkpoint = best_checkpoint(work_dir / "checkpoints")
+    callbacks: list[L.Callback] = [latest_checkpoint(work_dir / "checkpoints")]
     if has_validation:
-        callbacks.append(ExportBestPackage(output, manifest, fp16=args.fp16))
+        callbacks += [checkpoint, ExportBestPackage(output, manifest, fp16=args.fp16)]
     trainer = L.Trainer(
         accelerator=args.accelerator,
         devices=_devices(args.devices),

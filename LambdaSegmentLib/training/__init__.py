@@ -4,6 +4,7 @@ export of a trained model as a package. The Trainer owns devices, precision,
 distribution, checkpoints and logging; there is no hand-written loop."""
 
 from . import recipe
+from .checkpoints import best_checkpoint, latest_checkpoint
 from .cases import LabelledCase, find_labelled_cases, read_case_listing
 from .datamodule import DEFAULT_PREPROCESSING, SegmentationDataModule
 from .export import ExportBestPackage, build_manifest, export_package
@@ -20,9 +21,11 @@ __all__ = [
     "SegmentationDataModule",
     "SegmentationModule",
     "apply_activation_checkpointing",
+    "best_checkpoint",
     "build_manifest",
     "export_package",
     "find_labelled_cases",
+    "latest_checkpoint",
     "load_labelled_case",
     "make_loss",
     "prepare_labelled",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from LambdaSegmentLib.synthesis import SyntheticStudy
 from LambdaSegmentLib.synthesis.dataset import SyntheticStudies
+
+pytestmark = pytest.mark.needs_atlas  # every study here is synthesised on the atlas
 
 PREPROCESSING = {
     "channels": ["eadc", "dwi"],

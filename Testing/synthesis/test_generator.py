@@ -30,6 +30,7 @@ def shower():
     return generate(12, **SMALL, slice_thickness_mm=2.0, lesion_kind="embolic", lesion_volume_ml=(2.0, 10.0))
 
 
+@pytest.mark.needs_atlas
 def test_same_seed_gives_the_same_study_and_another_seed_another():
     first, again = generate(3, **SMALL, slice_thickness_mm=6.0), generate(3, **SMALL, slice_thickness_mm=6.0)
     other = generate(4, **SMALL, slice_thickness_mm=6.0)
@@ -39,6 +40,7 @@ def test_same_seed_gives_the_same_study_and_another_seed_another():
     assert first.dwi.array.shape != other.dwi.array.shape or not np.array_equal(first.dwi.array, other.dwi.array)
 
 
+@pytest.mark.needs_atlas
 def test_requested_spacing_axial_orientation_and_unit_hold():
     study = generate(5, in_plane_spacing_mm=1.5, slice_thickness_mm=4.0, slice_gap_mm=1.0, oblique_probability=0.0,
                      fov_mm=(180.0, 180.0), coverage_mm=(100.0, 100.0), adc_unit="1e-6 mm2/s")
@@ -54,6 +56,7 @@ def test_requested_spacing_axial_orientation_and_unit_hold():
     assert 600 < np.median(study.adc.array[tissue]) < 1200  # normal GM/WM ~0.7-0.9e-3 mm^2/s, in 1e-6 units
 
 
+@pytest.mark.needs_atlas
 def test_oblique_stack_is_tilted_by_the_requested_angle():
     study = generate(6, **SMALL, slice_thickness_mm=5.0, oblique_probability=1.0, tilt_deg=20.0)
     slice_normal = study.dwi.direction[:, 2]
@@ -62,6 +65,7 @@ def test_oblique_stack_is_tilted_by_the_requested_angle():
     assert study.params["oblique"] and study.params["tilt_deg"] == pytest.approx(20.0)
 
 
+@pytest.mark.needs_atlas
 @pytest.mark.parametrize("unit", ADC_UNITS)
 def test_adc_is_stored_in_the_requested_unit_and_eadc_is_exp_minus_b_adc(unit):
     study = generate(7, **{**SMALL, "coverage_mm": (60.0, 60.0)}, slice_thickness_mm=7.0, adc_unit=unit)
@@ -73,6 +77,7 @@ def test_adc_is_stored_in_the_requested_unit_and_eadc_is_exp_minus_b_adc(unit):
     assert 800 <= study.b_value <= 1000
 
 
+@pytest.mark.needs_atlas
 def test_territorial_lesion_volume_is_within_the_requested_range(territorial):
     mask_ml = territorial.mask.array.sum() * territorial.mask.voxel_volume_mm3 / 1000
     assert territorial.params["lesion"]["volume_ml"] == pytest.approx(mask_ml)
@@ -80,6 +85,7 @@ def test_territorial_lesion_volume_is_within_the_requested_range(territorial):
     assert 8.0 * 0.8 <= mask_ml <= 30.0 * 1.2
 
 
+@pytest.mark.needs_atlas
 def test_lacune_is_small_and_deep():
     study = generate(13, **SMALL, slice_thickness_mm=2.0, lesion_kind="lacunar", lesion_volume_ml=(0.3, 1.5))
     mask_ml = study.params["lesion"]["volume_ml"]
@@ -87,6 +93,7 @@ def test_lacune_is_small_and_deep():
     assert study.params["lesion"]["territories"][0] in (3, 4, 5, 6, 21, 22, 23, 24, 25, 26)
 
 
+@pytest.mark.needs_atlas
 def test_lesions_lie_in_brain_tissue_of_their_territory(territorial):
     mask = territorial.mask.array > 0
     assert mask.any()
@@ -97,6 +104,7 @@ def test_lesions_lie_in_brain_tissue_of_their_territory(territorial):
     assert np.mean(labels == territory) > 0.85  # boundary voxels may sample the neighbour
 
 
+@pytest.mark.needs_atlas
 def test_an_embolic_shower_has_many_components_in_one_hemisphere(shower):
     lesion = shower.params["lesion"]
     assert lesion["components"] >= 3
@@ -106,6 +114,7 @@ def test_an_embolic_shower_has_many_components_in_one_hemisphere(shower):
     assert np.mean(np.isin(labels, territories)) > 0.8
 
 
+@pytest.mark.needs_atlas
 def test_lesion_contrast_matches_the_stated_ranges(territorial):
     adc = canonical_adc(territorial)
     dwi = territorial.dwi.array
@@ -120,11 +129,13 @@ def test_lesion_contrast_matches_the_stated_ranges(territorial):
     assert 0.35 < np.median(adc[core]) < 0.7  # the core reaches the clinical infarct ADC
 
 
+@pytest.mark.needs_atlas
 def test_lesion_free_study_has_an_empty_mask():
     study = generate(8, **{**SMALL, "coverage_mm": (60.0, 60.0)}, slice_thickness_mm=6.0, lesion_kind="none")
     assert study.mask.array.sum() == 0 and study.params["lesion"]["kind"] == "none"
 
 
+@pytest.mark.needs_atlas
 def test_territories_are_registered_onto_the_template_brain():
     template = load_tissue_template()
     territories = load_territories()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import numpy as np
 
 from LambdaSegmentLib.cli import main
 from LambdaSegmentLib.io import read_volume
 from LambdaSegmentLib.io.study import load_study
+
+pytestmark = pytest.mark.needs_atlas  # every study here is synthesised on the atlas
 
 
 def test_synthesize_writes_readable_bids_studies_and_never_overwrites(tmp_path, capsys):

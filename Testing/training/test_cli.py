@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from LambdaSegmentLib.cli import main
 from LambdaSegmentLib.inference import load_model_package
@@ -28,6 +29,7 @@ def train_args(output: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.needs_atlas
 def test_train_exports_the_best_package_with_its_training_data(labelled_folders: tuple[Path, Path], tmp_path: Path) -> None:
     output = tmp_path / "pkg"
     assert main(train_args(output, "--data", str(labelled_folders[0]), "--val-data", str(labelled_folders[1]), "--devices", "1")) == 0
@@ -38,11 +40,14 @@ def test_train_exports_the_best_package_with_its_training_data(labelled_folders:
     assert data["real_training_cases"] == ["sub-train01_ses-0001"]  # a mix: real and synthetic
     assert data["synthetic"]["seeds"] == [0, 3] and data["synthetic"]["studies_per_epoch"] == 2
     assert manifest["training"]["epochs"] == 2 and "val_dice" in manifest["training"]
-    assert (tmp_path / "pkg.training" / "checkpoints" / "last.ckpt").is_file()
+    # last.ckpt is the latest epoch whether or not it was the best, so --resume loses nothing.
+    last = torch.load(tmp_path / "pkg.training" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == 1 and last["global_step"] == manifest["training"]["global_step"]
     # Never overwrite a package silently.
     assert main(train_args(output, "--devices", "1")) == 2
 
 
+@pytest.mark.needs_atlas
 def test_train_runs_ddp_with_two_cpu_processes(tmp_path: Path) -> None:
     output = tmp_path / "pkg"
     args = train_args(output, "--devices", "2", "--strategy", "ddp", "--val-synthetic", "1")
@@ -57,6 +62,7 @@ def test_train_runs_ddp_with_two_cpu_processes(tmp_path: Path) -> None:
     assert manifest["training"]["devices"] == "2" and manifest["training"]["strategy"] == "ddp"
 
 
+@pytest.mark.needs_atlas
 def test_evaluate_prints_table_one_and_writes_csv(labelled_folders: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from LambdaSegmentLib.inference.untrained import save_untrained_package
 

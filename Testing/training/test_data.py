@@ -62,6 +62,7 @@ def test_csv_listing_with_relative_paths(tmp_path: Path) -> None:
         find_labelled_cases(listing)
 
 
+@pytest.mark.needs_atlas
 def test_real_case_goes_through_the_inference_preprocessing(labelled_folders: tuple[Path, Path]) -> None:
     (case,) = find_labelled_cases(labelled_folders[0])
     prepared = load_labelled_case(case, TINY_PREPROCESSING)
@@ -103,6 +104,7 @@ def test_interleaving_keeps_each_sources_order_and_proportion() -> None:
     assert mixed.index(0) < 4 <= mixed.index(1)  # spread out, not concatenated
 
 
+@pytest.mark.needs_atlas
 def test_synthetic_windows_are_deterministic_and_fresh_every_epoch() -> None:
     make = lambda epoch: SyntheticWindows(  # noqa: E731
         1, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8, size_hw=(32, 32), epoch=epoch, ranges=TINY_RANGES
@@ -116,6 +118,7 @@ def test_synthetic_windows_are_deterministic_and_fresh_every_epoch() -> None:
     assert not torch.equal(a["image"], later[0]["image"])
 
 
+@pytest.mark.needs_atlas
 def test_datamodule_mixes_real_and_synthetic_and_describes_its_data(labelled_folders: tuple[Path, Path]) -> None:
     train, val = labelled_folders
     datamodule = SegmentationDataModule(
@@ -135,6 +138,7 @@ def test_datamodule_mixes_real_and_synthetic_and_describes_its_data(labelled_fol
     assert described["synthetic"]["seeds"][0] == 5 and described["synthetic"]["generator_version"]
 
 
+@pytest.mark.needs_atlas
 def test_training_and_validation_must_not_share_a_case(labelled_folders: tuple[Path, Path]) -> None:
     train, _ = labelled_folders
     datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[train], size_hw=(32, 32))

@@ -6,10 +6,19 @@ import json
 from pathlib import Path
 
 import lightning as L
+import pytest
 import torch
 
 from LambdaSegmentLib.inference import load_model_package, sha256_of_file
-from LambdaSegmentLib.training import ExportBestPackage, SegmentationDataModule, SegmentationModule, build_manifest, export_package
+from LambdaSegmentLib.training import (
+    ExportBestPackage,
+    SegmentationDataModule,
+    SegmentationModule,
+    best_checkpoint,
+    build_manifest,
+    export_package,
+    latest_checkpoint,
+)
 
 from lambdasegment_training_helpers import TINY_MODEL, TINY_PREPROCESSING
 
@@ -22,19 +31,20 @@ class LossHistory(L.Callback):
         self.losses.append(float(outputs["loss"]))
 
 
+@pytest.mark.needs_atlas
 def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labelled_folders: tuple[Path, Path], tmp_path: Path) -> None:
     train, val = labelled_folders
     L.seed_everything(0, verbose=False)
     datamodule = SegmentationDataModule(TINY_PREPROCESSING, data=[train], val_data=[val], size_hw=(32, 32), batch_size=1)
     module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=3e-3)
     history = LossHistory()
-    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_dice", mode="max", save_last=True)
+    checkpoint, latest = best_checkpoint(tmp_path / "ckpt"), latest_checkpoint(tmp_path / "ckpt")
     exporter = ExportBestPackage(
         tmp_path / "live-package",
         lambda current, state: build_manifest(current, TINY_PREPROCESSING, name="tiny", version="0.0.1", training_data={}, training=state),
     )
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_epochs=12, callbacks=[history, checkpoint, exporter], logger=False,
+        accelerator="cpu", devices=1, max_epochs=12, callbacks=[history, latest, checkpoint, exporter], logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, reload_dataloaders_every_n_epochs=1,
     )
     trainer.fit(module, datamodule=datamodule)
@@ -49,6 +59,7 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
     assert exporter.best == float(checkpoint.best_model_score)
     assert json.loads((tmp_path / "live-package" / "manifest.json").read_text(encoding="utf-8"))["training"]["val_dice"] == exporter.best
     last = torch.load(tmp_path / "ckpt" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["global_step"] == trainer.global_step  # the latest epoch, best or not: --resume loses nothing
     resumed = ExportBestPackage(tmp_path / "live-package", exporter.manifest_factory)
     resumed.load_state_dict(last["callbacks"][exporter.state_key])
     assert resumed.best == exporter.best
