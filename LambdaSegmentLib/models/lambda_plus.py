@@ -146,8 +146,9 @@ class LambdaPlus(nn.Module):
     Attributes:
         positional_path: "auto" (default: the cheaper of the two by multiply-adds),
             "reassociated" or "materialised"; the result is the same up to rounding.
-        inference_chunk_elements: without autograd, the reassociated per-pixel weights are
-            made for this many elements at a time (bounds memory; same result).
+        inference_chunk_elements: without autograd, the positional neighbourhoods are
+            gathered for this many elements (pixels x offsets x |u| x |v|) at a time
+            (bounds memory; same result).
         inference_slice_chunk: in eval mode without autograd, run each study this many
             slices at a time (None: all at once). Bounds the layer's intermediate tensors
             to the chunk (plus T//2 halo slices of values); same result.
@@ -181,7 +182,7 @@ class LambdaPlus(nn.Module):
         self.key_dim, self.intra_depth, self.value_dim = key_dim, intra_depth, value_dim
         self.local_size, self.slice_context, self.local_3d = local_size, slice_context, local_3d
         self.positional_path = "auto"
-        self.inference_chunk_elements = 2**22  # per-pixel weights held at once at inference (16 MiB fp32)
+        self.inference_chunk_elements = 2**22  # gathered neighbourhood values held at once at inference (16 MiB fp32)
         self.inference_slice_chunk: int | None = None
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
@@ -429,17 +430,28 @@ class LambdaPlus(nn.Module):
         q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
         no_grad = not (torch.is_grad_enabled() and (q.requires_grad or values.requires_grad or kernel.requires_grad))
         path = self.chosen_positional_path()
-        if path == "reassociated" and no_grad:
-            # Inference: per-pixel weights in chunks of pixels, so that the (N, h, o u)
-            # weights never exist at once, and only for the studies' own slices (the zero
-            # slices between studies are never read back); the result is the same.
+        if no_grad:
+            # Inference, in chunks of pixels (bounded memory), only for the studies' own
+            # slices (the zero slices between studies are never read back). Each chunk's
+            # neighbourhoods are gathered into one (n, o u, v) buffer so that the per-pixel
+            # product is a single batched matmul over all offsets: row by row the matrices
+            # are so small (e.g. 4 x 12 x 8) that ATen runs them in a scalar loop, several
+            # times slower than one batched BLAS call. Same result.
             out = q_grid.new_empty(q_grid.shape[0], heads, vd)
-            chunk = max(1, self.inference_chunk_elements // (heads * kernel_matrix.shape[1]))
+            columns = kernel_matrix.shape[1]
+            chunk = max(1, self.inference_chunk_elements // (columns * vd))
+            gathered = grid.new_empty(min(chunk, q_grid.shape[0]), columns, vd)
             for study_first in range(0, q_grid.shape[0], padded_shape[0] * plane):
-                for start in range(study_first + pt * plane, study_first + (pt + num_slices) * plane, chunk):
-                    stop = min(study_first + (pt + num_slices) * plane, start + chunk)
-                    weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u)
-                    out[start:stop] = _NeighbourhoodMatmul.forward(None, weights, grid[start:], rows, margin)
+                first, last = study_first + pt * plane, study_first + (pt + num_slices) * plane
+                for start in range(first, last, chunk):
+                    stop = min(last, start + chunk)
+                    neighbours = _gather_rows(grid, rows, margin + start, stop - start, gathered[: stop - start])
+                    if path == "reassociated":
+                        weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u): q_n^T E
+                        torch.bmm(weights, neighbours, out=out[start:stop])
+                    else:
+                        lambdas = torch.matmul(kernel_matrix, neighbours)  # n k v: per-pixel positional lambdas
+                        torch.bmm(q_grid[start:stop], lambdas, out=out[start:stop])
         elif path == "reassociated":
             weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
             out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
@@ -454,6 +466,16 @@ class LambdaPlus(nn.Module):
             y.view(-1, num_slices, height, width, heads * vd).add_(interior)
             return y
         return y + interior.reshape(-1, height, width, heads * vd)
+
+
+def _gather_rows(grid: torch.Tensor, rows: tuple[_Row, ...], start: int, num_pixels: int, out: torch.Tensor) -> torch.Tensor:
+    """The neighbourhoods of ``num_pixels`` pixels from flat-grid row ``start`` (margin
+    included), copied into ``out`` (N, J, v) in the kernel matrix's column order (row by
+    row, (dj, u)); returns ``out``."""
+    intra = grid.shape[1]
+    for row in rows:
+        out[:, row.column * intra : (row.column + row.span) * intra] = _row_view(grid, start + row.shift, num_pixels, row.span)
+    return out
 
 
 def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
