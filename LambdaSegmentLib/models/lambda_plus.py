@@ -427,32 +427,13 @@ class LambdaPlus(nn.Module):
             grid = _padded_flat(values, num_slices, (pt, ps), margin)  # (margin + N + margin) u v
         else:
             grid = _padded_flat(values, values.shape[0], (pt, ps), margin, value_slice_padding)
-        q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
         no_grad = not (torch.is_grad_enabled() and (q.requires_grad or values.requires_grad or kernel.requires_grad))
         path = self.chosen_positional_path()
         if no_grad:
-            # Inference, in chunks of pixels (bounded memory), only for the studies' own
-            # slices (the zero slices between studies are never read back). Each chunk's
-            # neighbourhoods are gathered into one (n, o u, v) buffer so that the per-pixel
-            # product is a single batched matmul over all offsets: row by row the matrices
-            # are so small (e.g. 4 x 12 x 8) that ATen runs them in a scalar loop, several
-            # times slower than one batched BLAS call. Same result.
-            out = q_grid.new_empty(q_grid.shape[0], heads, vd)
-            columns = kernel_matrix.shape[1]
-            chunk = max(1, self.inference_chunk_elements // (columns * vd))
-            gathered = grid.new_empty(min(chunk, q_grid.shape[0]), columns, vd)
-            for study_first in range(0, q_grid.shape[0], padded_shape[0] * plane):
-                first, last = study_first + pt * plane, study_first + (pt + num_slices) * plane
-                for start in range(first, last, chunk):
-                    stop = min(last, start + chunk)
-                    neighbours = _gather_rows(grid, rows, margin + start, stop - start, gathered[: stop - start])
-                    if path == "reassociated":
-                        weights = torch.matmul(q_grid[start:stop], kernel_matrix)  # n h (o u): q_n^T E
-                        torch.bmm(weights, neighbours, out=out[start:stop])
-                    else:
-                        lambdas = torch.matmul(kernel_matrix, neighbours)  # n k v: per-pixel positional lambdas
-                        torch.bmm(q_grid[start:stop], lambdas, out=out[start:stop])
-        elif path == "reassociated":
+            self._add_positional_in_place(y, q, grid, kernel_matrix, rows, margin, num_slices, path)
+            return y
+        q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
+        if path == "reassociated":
             weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
             out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
         else:
@@ -461,21 +442,68 @@ class LambdaPlus(nn.Module):
             )  # N k v: the per-pixel positional lambdas
             out = torch.bmm(q_grid, lambdas)  # N h v
         interior = out.view(-1, *padded_shape, heads * vd)[:, pt : pt + num_slices, ps : ps + height, ps : ps + width]
-        if no_grad:
-            # Strided in-place add: no copy of the interior.
-            y.view(-1, num_slices, height, width, heads * vd).add_(interior)
-            return y
         return y + interior.reshape(-1, height, width, heads * vd)
 
+    def _add_positional_in_place(
+        self,
+        y: torch.Tensor,
+        q: torch.Tensor,
+        grid: torch.Tensor,
+        kernel_matrix: torch.Tensor,
+        rows: tuple[_Row, ...],
+        margin: int,
+        num_slices: int,
+        path: str,
+    ) -> None:
+        """Inference: y (B, H, W, h v) += the positional term, in place, a chunk of pixels
+        at a time (whole slices, or rows of one slice), never for the padding.
 
-def _gather_rows(grid: torch.Tensor, rows: tuple[_Row, ...], start: int, num_pixels: int, out: torch.Tensor) -> torch.Tensor:
-    """The neighbourhoods of ``num_pixels`` pixels from flat-grid row ``start`` (margin
-    included), copied into ``out`` (N, J, v) in the kernel matrix's column order (row by
-    row, (dj, u)); returns ``out``."""
-    intra = grid.shape[1]
-    for row in rows:
-        out[:, row.column * intra : (row.column + row.span) * intra] = _row_view(grid, start + row.shift, num_pixels, row.span)
-    return out
+        q (B, H, W, h, k) and y hold whole studies of ``num_slices`` slices; ``grid`` is the
+        zero-padded flat value grid of ``_add_positional``. Each chunk's neighbourhoods are
+        gathered into one (n, o u, v) buffer so that the per-pixel product is a single
+        batched matmul over all offsets: row by row the matrices are so small (e.g.
+        4 x 12 x 8) that ATen runs them in a scalar loop, several times slower than one
+        batched BLAS call. Same result as the autograd path.
+        """
+        folded, height, width = q.shape[:3]
+        heads, kd, ud, vd = self.heads, self.key_dim, self.intra_depth, self.value_dim
+        depth, side = self.kernel_extent
+        pt, ps = depth // 2, side // 2
+        line = width + 2 * ps
+        plane = (height + 2 * ps) * line
+        columns = kernel_matrix.shape[1]
+        budget = max(1, self.inference_chunk_elements // (columns * vd))  # pixels per chunk
+        slices_per_chunk = max(1, min(num_slices, budget // (height * width)))
+        rows_per_chunk = height if slices_per_chunk > 1 else max(1, min(height, budget // width))
+        gathered = grid.new_empty(slices_per_chunk * rows_per_chunk * width, columns, vd)
+        element = grid.stride(0)  # u v: one flat-grid pixel
+        y_pixels = y.view(folded, height, width, heads, vd)
+        for study in range(folded // num_slices):
+            for t0 in range(0, num_slices, slices_per_chunk):
+                ns = min(slices_per_chunk, num_slices - t0)
+                for i0 in range(0, height, rows_per_chunk):
+                    nr = min(rows_per_chunk, height - i0)
+                    n = ns * nr * width
+                    buffer = gathered[:n].view(ns, nr, width, columns, vd)
+                    first = margin + (study * (num_slices + 2 * pt) + pt + t0) * plane + (ps + i0) * line + ps
+                    for row in rows:
+                        # (slices, rows, columns of the image, span u, v): a view, no copy.
+                        neighbours = grid.as_strided(
+                            (ns, nr, width, row.span * ud, vd),
+                            (plane * element, line * element, element, vd, 1),
+                            grid.storage_offset() + (first + row.shift) * element,
+                        )
+                        buffer[..., row.column * ud : (row.column + row.span) * ud, :] = neighbours
+                    b = study * num_slices + t0
+                    q_chunk = q[b : b + ns, i0 : i0 + nr].reshape(n, heads, kd)
+                    y_chunk = y_pixels[b : b + ns, i0 : i0 + nr].view(n, heads, vd)
+                    neighbourhoods = gathered[:n]
+                    if path == "reassociated":
+                        weights = torch.matmul(q_chunk, kernel_matrix)  # n h (o u): q_n^T E
+                        y_chunk.baddbmm_(weights, neighbourhoods)
+                    else:
+                        lambdas = torch.matmul(kernel_matrix, neighbourhoods)  # n k v: per-pixel positional lambdas
+                        y_chunk.baddbmm_(q_chunk, lambdas)
 
 
 def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:

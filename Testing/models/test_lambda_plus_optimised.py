@@ -115,6 +115,33 @@ def test_equals_reference_values_and_gradients_in_float32(seed: int, mode: str, 
     assert_all_close([a.double() for a in actual], expected, 1e-5)
 
 
+@pytest.mark.parametrize("path", ["reassociated", "materialised"])
+@pytest.mark.parametrize("seed", range(10))
+def test_inference_equals_reference_for_any_chunking_in_float32(seed: int, path: str) -> None:
+    """Without autograd the positional term is added in place, chunk by chunk of pixels
+    (rows of one slice, whole slices, several slices) and, with ``inference_slice_chunk``,
+    slice by slice: every chunking gives the reference maths within 1e-5."""
+    config = random_configuration(seed)
+    torch.manual_seed(seed)
+    layer = LambdaPlus(**config["layer"]).eval()
+    randomise_statistics(layer, seed)
+    layer.positional_path = path
+    num_slices, height, width = config["slices"], config["height"], config["width"]
+    x = torch.randn(config["studies"] * num_slices, config["layer"]["in_channels"], height, width)
+    exact = copy.deepcopy(layer).double()
+    with torch.no_grad():
+        expected = reference.reference_lambda_plus(exact, x.double(), num_slices)
+        positional = layer.positional_kernel()
+        per_pixel = (positional[0].shape[1] * positional[0].shape[2] if positional is not None else 1) * layer.value_dim
+        # Pixels per chunk: 1, part of an image row, two rows, one slice and a half, everything.
+        for pixels in (1, max(1, width // 2), 2 * width, 3 * height * width // 2, 10**6):
+            for slice_chunk in (None, 1, 2):
+                layer.inference_chunk_elements = pixels * per_pixel
+                layer.inference_slice_chunk = slice_chunk
+                actual = layer(x, num_slices)
+                assert_all_close([actual.double()], [expected], 1e-5)
+
+
 def test_reference_is_the_per_pixel_maths() -> None:
     layer = make_layer(local_size=3, slice_context=3)
     x = torch.randn(2 * 3, 3, 4, 5, dtype=torch.float64)
