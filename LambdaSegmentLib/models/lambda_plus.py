@@ -27,14 +27,18 @@ and with the authors' way of materialising every per-pixel lambda):
 - The positional part works on a zero-padded grid of values flattened over
   (t, row, column): an offset (dt, di, dj) becomes a constant shift of the flat pixel
   index, so the neighbours of all pixels along one kernel row are a strided *view*
-  (no copy) of shape (pixels, dj x u, v). Two contractions are available, chosen per
-  layer by their multiply-add count (``positional_path``):
+  (no copy) of shape (pixels, dj x u, v). A block of pixels at a time, those views are
+  copied into one (pixels, o u, v) buffer, so that the per-pixel product is one batched
+  matmul over all offsets (row by row the matrices, e.g. 4 x 12 x 8, are small enough for
+  ATen's scalar loop, several times slower than a batched BLAS call). Two contractions
+  are available, chosen per layer by their multiply-add count (``positional_path``):
     * "reassociated": w_n = q_n^T E (|h| x |o u| per pixel, one GEMM), then
-      y_n = sum_rows w_n,row @ V_row,n (batched matmuls over pixels). Cheapest with few heads.
-    * "materialised": lambda_n = sum_rows E_row @ V_row,n (|k| x |v| per pixel), then
-      y_n = q_n^T lambda_n. Cheaper when heads are many and pixels few (deep levels).
-  Both run through ``_NeighbourhoodMatmul``, whose backward is explicit batched matmuls
-  and shifted adds (autograd through overlapping strided views would be very slow).
+      y_n = w_n @ V_n (batched matmul over pixels). Cheapest with few heads.
+    * "materialised": lambda_n = E @ V_n (|k| x |v| per pixel), then y_n = q_n^T lambda_n.
+      Cheaper when heads are many (deep levels).
+  With autograd both run through ``_NeighbourhoodMatmul``, whose backward is explicit
+  batched matmuls and shifted adds (autograd through overlapping strided views would be
+  very slow); without it the term is added in place on the studies' own pixels.
 - Inference in chunks of slices (``inference_slice_chunk``): every output slice depends on
   its own slice (queries, keys, global lambda) and on the values of the T//2 slices on each
   side, so a study can run a few slices at a time, each value projected once and kept for
@@ -69,63 +73,92 @@ class _Row:
 
 
 class _NeighbourhoodMatmul(torch.autograd.Function):
-    """out[n] = sum_rows weights[n, :, row block] @ grid[n + shift_row + (0..span-1)].
+    """out[n] = weights[n] @ neighbourhood[n], the neighbourhood of pixel n being the
+    kernel rows' values grid[n + shift_row + (0..span-1)] stacked in (row, dj, u) order.
 
-    weights: (N, r, J) per-pixel (or broadcast) matrices, J = sum of row spans x u.
+    weights: (N, r, J) per-pixel matrices, or one (r, J) matrix shared by every pixel,
+        J = sum of row spans x u.
     grid: (margin + N + margin, u, v) contiguous zero-padded values on the flat grid.
     Returns (N, r, v).
+
+    ``chunk`` pixels at a time, each chunk's neighbourhoods are gathered into one (n, J, v)
+    buffer so that each product is a single batched matmul over all offsets (row by row
+    the matrices are so small, e.g. 4 x 12 x 8, that ATen runs them in a scalar loop,
+    several times slower); the backward gathers them again instead of keeping them.
     """
 
     @staticmethod
-    def forward(ctx, weights: torch.Tensor, grid: torch.Tensor, rows: tuple[_Row, ...], margin: int) -> torch.Tensor:
-        if ctx is not None:  # None: called directly for inference, without autograd
-            ctx.save_for_backward(weights, grid)
-            ctx.rows, ctx.margin = rows, margin
-        num_pixels, intra, value = weights.shape[0], grid.shape[1], grid.shape[2]
-        out = None
-        for row in rows:
-            block = weights[:, :, row.column * intra : (row.column + row.span) * intra]  # N r (span u)
-            neighbours = _row_view(grid, margin + row.shift, num_pixels, row.span)  # N (span u) v
-            out = torch.bmm(block, neighbours) if out is None else out.baddbmm_(block, neighbours)
+    def forward(ctx, weights: torch.Tensor, grid: torch.Tensor, rows: tuple[_Row, ...], margin: int, chunk: int) -> torch.Tensor:
+        ctx.save_for_backward(weights, grid)
+        ctx.rows, ctx.margin, ctx.chunk = rows, margin, chunk
+        num_pixels, value = grid.shape[0] - 2 * margin, grid.shape[2]
+        out = weights.new_empty(num_pixels, weights.shape[-2], value)
+        buffer = grid.new_empty(min(chunk, num_pixels), weights.shape[-1], value)
+        for start in range(0, num_pixels, chunk):
+            stop = min(num_pixels, start + chunk)
+            neighbours = _gather_rows(grid, rows, margin + start, buffer[: stop - start])
+            matrices = weights if weights.dim() == 2 else weights[start:stop]
+            torch.matmul(matrices, neighbours, out=out[start:stop])
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         weights, grid = ctx.saved_tensors
-        rows, margin = ctx.rows, ctx.margin
-        num_pixels, intra = weights.shape[0], grid.shape[1]
+        rows, margin, chunk = ctx.rows, ctx.margin, ctx.chunk
+        num_pixels, intra = grid.shape[0] - 2 * margin, grid.shape[1]
+        shared = weights.dim() == 2
         grad_out = grad_out.contiguous()
         grad_weights = grad_grid = None
         if ctx.needs_input_grad[0]:
-            grad_weights = torch.empty_like(weights)
-            for row in rows:
-                neighbours = _row_view(grid, margin + row.shift, num_pixels, row.span)
-                columns = slice(row.column * intra, (row.column + row.span) * intra)
-                grad_weights[:, :, columns] = torch.bmm(grad_out, neighbours.transpose(1, 2))
+            grad_weights = torch.zeros_like(weights) if shared else torch.empty_like(weights)
         if ctx.needs_input_grad[1]:
             grad_grid = torch.zeros_like(grid)
-            for row in rows:
-                block = weights[:, :, row.column * intra : (row.column + row.span) * intra]
-                grad_neighbours = torch.bmm(block.transpose(1, 2), grad_out)  # N (span u) v
-                grad_neighbours = grad_neighbours.view(num_pixels, row.span, intra, -1)
-                for dj in range(row.span):
-                    start = margin + row.shift + dj
-                    grad_grid[start : start + num_pixels] += grad_neighbours[:, dj]
-        return grad_weights, grad_grid, None, None
+        buffer = grid.new_empty(min(chunk, num_pixels), weights.shape[-1], grid.shape[2])
+        for start in range(0, num_pixels, chunk):
+            stop = min(num_pixels, start + chunk)
+            grad_chunk = grad_out[start:stop]  # n r v
+            if grad_weights is not None:
+                neighbours = _gather_rows(grid, rows, margin + start, buffer[: stop - start])
+                if shared:  # sum over the chunk's pixels as one GEMM, not n per-pixel products
+                    grad_weights += torch.einsum("nrv,njv->rj", grad_chunk, neighbours)
+                else:
+                    torch.bmm(grad_chunk, neighbours.transpose(1, 2), out=grad_weights[start:stop])
+            if grad_grid is not None:
+                matrices = weights if shared else weights[start:stop]
+                grad_neighbours = torch.matmul(matrices.transpose(-1, -2), grad_chunk)  # n J v
+                for row in rows:
+                    block = grad_neighbours[:, row.column * intra : (row.column + row.span) * intra]
+                    block = block.view(stop - start, row.span, intra, -1)
+                    for dj in range(row.span):
+                        first = margin + start + row.shift + dj
+                        grad_grid[first : first + stop - start] += block[:, dj]
+        return grad_weights, grad_grid, None, None, None
 
 
-def _row_view(grid: torch.Tensor, start: int, num_pixels: int, span: int) -> torch.Tensor:
-    """Overlapping view (N, span u, v) of grid rows start .. start + N + span - 2: no copy.
+def _gather_rows(
+    grid: torch.Tensor,
+    rows: tuple[_Row, ...],
+    start: int,
+    out: torch.Tensor,
+    pixel_strides: tuple[int, ...] = (1,),
+) -> torch.Tensor:
+    """Copy the neighbourhoods of a block of pixels into ``out`` (*block, J, v), in the kernel
+    matrix's column order (row by row, (dj, u)); returns ``out``.
 
-    Consecutive pixels are one (u v) block apart and (dj, u) merge into one axis of
-    stride v, so each pixel's neighbours along a kernel row form a (span u) x v matrix.
+    The block's first pixel is flat-grid row ``start`` (margin included); its pixels are
+    ``out.shape[:-2]`` apart by ``pixel_strides`` flat-grid pixels (consecutive pixels:
+    (1,); rows of one slice: (line, 1); whole slices: (plane, line, 1)).
     """
     intra, value = grid.shape[1], grid.shape[2]
-    return grid.as_strided(
-        (num_pixels, span * intra, value),
-        (intra * value, value, 1),
-        grid.storage_offset() + start * intra * value,
-    )
+    block = out.shape[:-2]
+    for row in rows:
+        neighbours = grid.as_strided(  # (*block, span u, v): overlapping view, no copy
+            (*block, row.span * intra, value),
+            (*(stride * intra * value for stride in pixel_strides), value, 1),
+            grid.storage_offset() + (start + row.shift) * intra * value,
+        )
+        out[..., row.column * intra : (row.column + row.span) * intra, :] = neighbours
+    return out
 
 
 class LambdaPlus(nn.Module):
@@ -149,6 +182,7 @@ class LambdaPlus(nn.Module):
         inference_chunk_elements: without autograd, the positional neighbourhoods are
             gathered for this many elements (pixels x offsets x |u| x |v|) at a time
             (bounds memory; same result).
+        training_chunk_elements: the same bound with autograd (forward and backward).
         inference_slice_chunk: in eval mode without autograd, run each study this many
             slices at a time (None: all at once). Bounds the layer's intermediate tensors
             to the chunk (plus T//2 halo slices of values); same result.
@@ -184,6 +218,7 @@ class LambdaPlus(nn.Module):
         self.positional_path = "auto"
         self.inference_chunk_elements = 2**22  # gathered neighbourhood values held at once at inference (16 MiB fp32)
         self.inference_slice_chunk: int | None = None
+        self.training_chunk_elements = 2**22  # gathered neighbourhood values held at once with autograd (16 MiB fp32)
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
         self.norm_q = nn.BatchNorm2d(self.heads * key_dim)
@@ -433,13 +468,12 @@ class LambdaPlus(nn.Module):
             self._add_positional_in_place(y, q, grid, kernel_matrix, rows, margin, num_slices, path)
             return y
         q_grid = _padded_flat(q, num_slices, (pt, ps), 0)  # N h k
+        chunk = max(1, self.training_chunk_elements // (kernel_matrix.shape[1] * vd))  # pixels gathered at once
         if path == "reassociated":
             weights = torch.matmul(q_grid, kernel_matrix)  # N h (o u): q_n^T E per offset
-            out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin)  # N h v
+            out = _NeighbourhoodMatmul.apply(weights, grid, rows, margin, chunk)  # N h v
         else:
-            lambdas = _NeighbourhoodMatmul.apply(
-                kernel_matrix.expand(q_grid.shape[0], -1, -1), grid, rows, margin
-            )  # N k v: the per-pixel positional lambdas
+            lambdas = _NeighbourhoodMatmul.apply(kernel_matrix, grid, rows, margin, chunk)  # N k v: per-pixel lambdas
             out = torch.bmm(q_grid, lambdas)  # N h v
         interior = out.view(-1, *padded_shape, heads * vd)[:, pt : pt + num_slices, ps : ps + height, ps : ps + width]
         return y + interior.reshape(-1, height, width, heads * vd)
@@ -476,7 +510,6 @@ class LambdaPlus(nn.Module):
         slices_per_chunk = max(1, min(num_slices, budget // (height * width)))
         rows_per_chunk = height if slices_per_chunk > 1 else max(1, min(height, budget // width))
         gathered = grid.new_empty(slices_per_chunk * rows_per_chunk * width, columns, vd)
-        element = grid.stride(0)  # u v: one flat-grid pixel
         y_pixels = y.view(folded, height, width, heads, vd)
         for study in range(folded // num_slices):
             for t0 in range(0, num_slices, slices_per_chunk):
@@ -484,16 +517,8 @@ class LambdaPlus(nn.Module):
                 for i0 in range(0, height, rows_per_chunk):
                     nr = min(rows_per_chunk, height - i0)
                     n = ns * nr * width
-                    buffer = gathered[:n].view(ns, nr, width, columns, vd)
                     first = margin + (study * (num_slices + 2 * pt) + pt + t0) * plane + (ps + i0) * line + ps
-                    for row in rows:
-                        # (slices, rows, columns of the image, span u, v): a view, no copy.
-                        neighbours = grid.as_strided(
-                            (ns, nr, width, row.span * ud, vd),
-                            (plane * element, line * element, element, vd, 1),
-                            grid.storage_offset() + (first + row.shift) * element,
-                        )
-                        buffer[..., row.column * ud : (row.column + row.span) * ud, :] = neighbours
+                    _gather_rows(grid, rows, first, gathered[:n].view(ns, nr, width, columns, vd), (plane, line, 1))
                     b = study * num_slices + t0
                     q_chunk = q[b : b + ns, i0 : i0 + nr].reshape(n, heads, kd)
                     y_chunk = y_pixels[b : b + ns, i0 : i0 + nr].view(n, heads, vd)
