@@ -18,3 +18,7 @@ class BadInputError(ValueError):
         self.source = None if source is None else str(source)
         self.problem = problem
         super().__init__(f"{self.source}: {problem}" if self.source else problem)
+
+    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
+        # Rebuilt from (source, problem) when it crosses a process boundary (report-page helper, DDP).
+        return type(self), (self.source, self.problem)

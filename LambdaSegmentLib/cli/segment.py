@@ -6,6 +6,10 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.reports.pages import PageWriter
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +75,16 @@ def parse_bvalues(text: str | None) -> str | list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report is None:
+        return segment(args, None)
+    from LambdaSegmentLib.reports.pages import PageWriter
+
+    # Started before torch is imported: the page helper imports matplotlib meanwhile.
+    with PageWriter() as pages:
+        return segment(args, pages)
+
+
+def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     from LambdaSegmentLib.errors import BadInputError
     from LambdaSegmentLib.inference import load_model_package
     from LambdaSegmentLib.inference.case import CaseInputs, CaseOutputs, segment_case
@@ -97,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
-                                            memory_budget_gb=args.memory_budget_gb, precision=args.precision)
+                                            memory_budget_gb=args.memory_budget_gb, precision=args.precision,
+                                            pages=pages)
     for warning in caught:
         print(f"lambdasegment: warning: {warning.message}", file=sys.stderr)
     print(

@@ -10,8 +10,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .segment import add_model_options
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.reports.pages import PageWriter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +63,16 @@ def clock(seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.devices is not None:
+        return segment_all(args, None)
+    from LambdaSegmentLib.reports.pages import PageWriter
+
+    # Started before torch is imported: the page helper imports matplotlib meanwhile.
+    with PageWriter() as pages:
+        return segment_all(args, pages)
+
+
+def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
     from LambdaSegmentLib.errors import BadInputError
     from LambdaSegmentLib.inference import load_model_package
     from LambdaSegmentLib.inference.batch import discover_cases, finished_report, iterate_loaded, process_item, summarise, write_summary
@@ -93,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         bar = ProgressBar(len(todo))
         bar.show(0)
         for done, item in enumerate(iterate_loaded(todo, args.workers), start=1):
-            row = process_item(item, package, args.output_dir, device=args.device, **options)
+            row = process_item(item, package, args.output_dir, device=args.device, pages=pages, **options)
             rows[row["case"]] = row
             write_summary(args.output_dir, summarise(args.output_dir, cases, rows, done_before))
             if row["status"] == "failed":

@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from torch.utils.data import Dataset
 
@@ -26,6 +26,9 @@ from LambdaSegmentLib.errors import BadInputError
 from .case import INPUT_ROLES, CaseInputs, CaseOutputs, write_case_outputs
 from .engine import segment_study
 from .package import ModelPackage
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.reports.pages import PageWriter
 
 SUMMARY_FILE = "summary.csv"
 FAILED_DIR = ".failed"
@@ -163,8 +166,10 @@ def process_item(
     figure_format: str,
     overwrite: bool,
     precision: str = "auto",
+    pages: PageWriter | None = None,
 ) -> dict[str, Any]:
     """Segment one loaded case and move its finished folder into place; returns its summary row.
+    ``pages`` draws the report page (``reports.pages``; None: this process).
 
     Failures are recorded in ``.failed/<case>.json`` and returned as a ``failed`` row.
     """
@@ -180,7 +185,8 @@ def process_item(
         partial.mkdir(parents=True)
         segmentation = segment_study(item["study"], package, device=device, memory_budget_gb=memory_budget_gb,
                                      precision=precision)
-        report = write_case_outputs(case, item["study"], segmentation, package, case_outputs(partial, case, figure_format=figure_format))
+        report = write_case_outputs(case, item["study"], segmentation, package, case_outputs(partial, case, figure_format=figure_format),
+                                    pages=pages)
         final = output_dir / case
         if final.exists() and overwrite:
             shutil.rmtree(final)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from LambdaSegmentLib.errors import BadInputError
 
 from .engine import Progress, Segmentation, segment_study
 from .package import ModelPackage
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.reports.pages import PageWriter
 
 INPUT_ROLES = ("dwi", "adc", "eadc", "b0", "b1000")
 MASK_SUFFIXES = (".nii", ".nii.gz", ".nrrd", ".seg.nrrd")
@@ -86,8 +89,10 @@ def segment_case(
     memory_budget_gb: float | None = None,
     progress: Progress | None = None,
     precision: str = "auto",
+    pages: PageWriter | None = None,
 ) -> tuple[dict[str, Any], Segmentation]:
-    """Load, segment and write one case; returns its report and the segmentation."""
+    """Load, segment and write one case; returns its report and the segmentation.
+    ``pages``: draw the report page there (see ``reports.pages``) instead of in this process."""
     from LambdaSegmentLib.io import load_study
 
     check_outputs(inputs, outputs)
@@ -100,14 +105,20 @@ def segment_case(
     )
     segmentation = segment_study(study, package, device=device, memory_budget_gb=memory_budget_gb, progress=progress,
                                  precision=precision)
-    report = write_case_outputs(case, study, segmentation, package, outputs)
+    report = write_case_outputs(case, study, segmentation, package, outputs, pages=pages)
     return report, segmentation
 
 
 def write_case_outputs(
-    case: str, study: Any, segmentation: Segmentation, package: ModelPackage, outputs: CaseOutputs
+    case: str,
+    study: Any,
+    segmentation: Segmentation,
+    package: ModelPackage,
+    outputs: CaseOutputs,
+    pages: PageWriter | None = None,
 ) -> dict[str, Any]:
-    """Write mask, probability and report files of a segmented study; returns the report."""
+    """Write mask, probability and report files of a segmented study; returns the report.
+    The report page is drawn by ``pages`` when given, else in this process."""
     from LambdaSegmentLib.io import write_mask, write_volume
     from LambdaSegmentLib.reports import build_report, write_report_csv, write_report_figure, write_report_json
 
@@ -138,5 +149,6 @@ def write_case_outputs(
         report["outputs"].update({kind: str(path) for kind, path in paths.items()})
         write_report_json(report, paths["json"], overwrite=outputs.overwrite)
         write_report_csv(report, paths["csv"], overwrite=outputs.overwrite)
-        write_report_figure(report, study.dwi, segmentation.mask, paths[outputs.figure_format], overwrite=outputs.overwrite)
+        draw = pages.write if pages is not None else write_report_figure
+        draw(report, study.dwi, segmentation.mask, paths[outputs.figure_format], overwrite=outputs.overwrite)
     return report
