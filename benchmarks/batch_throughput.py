@@ -55,7 +55,7 @@ def summary_of(output_dir: Path) -> tuple[int, float]:
     """(cases done, mean per-case seconds) from ``summary.csv``."""
     with open(output_dir / "summary.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    done = [row for row in rows if row["status"] == "done"]
+    done = [row for row in rows if row["status"] == "ok"]
     mean = sum(float(row["seconds"]) for row in done) / len(done) if done else float("nan")
     return len(done), mean
 
