@@ -12,7 +12,10 @@ Implementations ("impl"):
   identical to one pass (built here without importing the engine's I/O libraries, so that
   its RSS compares with the other rows);
 - slabs: optimised model run by the inference engine (``predict_probability``) in slabs
-  planned for ``--slab-budget-gib``.
+  planned for ``--slab-budget-gib``;
+- compiled (not run unless named in ``--impls``): ``torch.compile`` of the optimised model
+  (inductor; needs a C++ compiler on CPU); its first full-size call, which compiles, is
+  timed apart as "compile s".
 
 Each run reports its seconds, peak memory, FLOPs (``torch.utils.flop_counter`` on a
 ``--flop-slices`` prefix of the study, scaled linearly: every layer is linear in the slice
@@ -60,11 +63,12 @@ from harness import (  # noqa: E402
 
 PAPER = {"name": "lambda_unet", "config": {}}
 IMPLS = ("reference", "plain", "optimised", "chunked", "slabs")
+ALL_IMPLS = (*IMPLS, "compiled")
 # Peak bytes per input pixel x first-level width seen on CPU (one pass): about 30 for the
 # models, 16 chunked (paper LambdaUNet 24x256^2: 1.54 GiB, process included), about 45 for
 # the reference (its materialised lambdas); used, with a margin, to skip runs that would
 # not fit in --max-gib.
-BYTES_PER_PIXEL_WIDTH = {"reference": 60, "plain": 30, "optimised": 30, "chunked": 16, "slabs": 0}
+BYTES_PER_PIXEL_WIDTH = {"reference": 60, "plain": 30, "optimised": 30, "chunked": 16, "slabs": 0, "compiled": 30}
 
 
 def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
@@ -89,6 +93,8 @@ def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
         return reference_model(model)
     if impl in ("optimised", "slabs"):
         return optimise_for_inference(model)
+    if impl == "compiled":
+        return torch.compile(optimise_for_inference(model))
     if impl == "chunked":
         from LambdaSegmentLib.models.fusion import INFERENCE_SLICE_CHUNK
 
@@ -129,8 +135,14 @@ def child(config: dict[str, Any]) -> None:
     with torch.inference_mode():
         flop_slices = min(config["flop_slices"], config["slices"])
         with FlopCounterMode(display=False) as counter:
-            model(x[:, :, :flop_slices])  # also the warm-up
+            getattr(model, "_orig_mod", model)(x[:, :, :flop_slices])  # also the warm-up (eager if compiled)
         flops = counter.get_total_flops() * config["slices"] / flop_slices
+        compile_seconds = None
+        if config["impl"] == "compiled":
+            start = time.perf_counter()
+            forward(x)  # compiles for this shape
+            synchronize(device)
+            compile_seconds = time.perf_counter() - start
         times = []
         for _ in range(config["repeats"]):
             synchronize(device)
@@ -154,6 +166,7 @@ def child(config: dict[str, Any]) -> None:
         "roofline_fraction": flops / 1e9 / gflops / seconds,
         "parameters": sum(p.numel() for p in model.parameters()),
         "num_slabs": forward.num_slabs,
+        "compile_seconds": compile_seconds,
     })
 
 
@@ -179,7 +192,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--studies", nargs="+", default=["24x256", "32x256", "40x512"], help="SLICESxSIZE")
     parser.add_argument("--archs", nargs="+", default=["paper", "bundled"], choices=["paper", "bundled"])
-    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
+    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=ALL_IMPLS)
     parser.add_argument("--models", nargs="+", default=["lambda_unet", "unet"], choices=["lambda_unet", "unet"])
     parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--repeats", type=int, default=1)
@@ -265,7 +278,7 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("study", "study"), ("arch", "config"), ("model", "model"), ("impl", "implementation"),
         ("precision", "precision"), ("status", "status"), ("seconds", "seconds"), ("peak_gib", "peak GiB"),
         ("gflop", "GFLOP"), ("matmul_gflops", "matmul GFLOP/s"), ("roofline_seconds", "roofline s"),
-        ("roofline_fraction", "fraction of roofline"), ("num_slabs", "passes"),
+        ("roofline_fraction", "fraction of roofline"), ("num_slabs", "passes"), ("compile_seconds", "compile s"),
         ("diff_vs_anchor", "max abs diff vs reference (lambda_unet) / plain (unet)"), ("load_1min", "load 1-min"),
         ("load_1min_after", "load after"),
     ]

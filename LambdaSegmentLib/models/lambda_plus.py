@@ -110,7 +110,8 @@ class _NeighbourhoodMatmul(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         grad_weights = grad_grid = None
         if ctx.needs_input_grad[0]:
-            grad_weights = torch.zeros_like(weights) if shared else torch.empty_like(weights)
+            # A shared kernel's gradient sums over every chunk: accumulated in float32 (autocast may give bf16).
+            grad_weights = torch.zeros_like(weights, dtype=torch.float32) if shared else torch.empty_like(weights)
         if ctx.needs_input_grad[1]:
             grad_grid = torch.zeros_like(grid)
         buffer = grid.new_empty(min(chunk, num_pixels), weights.shape[-1], grid.shape[2])
@@ -120,7 +121,7 @@ class _NeighbourhoodMatmul(torch.autograd.Function):
             if grad_weights is not None:
                 neighbours = _gather_rows(grid, rows, margin + start, buffer[: stop - start])
                 if shared:  # sum over the chunk's pixels as one GEMM, not n per-pixel products
-                    grad_weights += torch.einsum("nrv,njv->rj", grad_chunk, neighbours)
+                    grad_weights += torch.einsum("nrv,njv->rj", grad_chunk, neighbours).float()
                 else:
                     torch.bmm(grad_chunk, neighbours.transpose(1, 2), out=grad_weights[start:stop])
             if grad_grid is not None:
@@ -132,6 +133,8 @@ class _NeighbourhoodMatmul(torch.autograd.Function):
                     for dj in range(row.span):
                         first = margin + start + row.shift + dj
                         grad_grid[first : first + stop - start] += block[:, dj]
+        if shared and grad_weights is not None:
+            grad_weights = grad_weights.to(weights.dtype)
         return grad_weights, grad_grid, None, None, None
 
 
