@@ -22,6 +22,13 @@ from .figure import write_report_figure
 
 def _serve(connection: Connection) -> None:
     """Helper process: import matplotlib, then draw each page sent until None or EOF."""
+    try:
+        _draw_pages(connection)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the caller reports it, quietly here
+        return
+
+
+def _draw_pages(connection: Connection) -> None:
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.colors  # noqa: F401
     import matplotlib.figure  # noqa: F401
