@@ -104,7 +104,7 @@ def inference_model(model: nn.Module, device: torch.device) -> nn.Module:
     and the 2D parts of the UNet family and its Lambda+ layers run
     ``models.fusion.INFERENCE_SLICE_CHUNK`` slices at a time (less peak memory, no halo
     recomputation: paper LambdaUNet, 24 x 256^2, fp32 CPU, 1.54 GiB peak RSS against
-    2.61 GiB in one pass, ``benchmarks/inference_speed.py``). Same outputs up to float
+    2.58 GiB in one pass, ``benchmarks/results/inference_speed_cpu.md``). Same outputs up to float
     rounding (``LambdaSegmentLib.models.fusion``); the package's own model is left as it is."""
     from LambdaSegmentLib.models.fusion import INFERENCE_SLICE_CHUNK, optimise_for_inference
 

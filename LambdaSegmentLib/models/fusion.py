@@ -14,9 +14,9 @@
   only, without the halo recomputation of slab streaming. Lambda+ layers run in chunks of
   the same number of slices too (``LambdaPlus.inference_slice_chunk``: each chunk reads the
   values of T//2 neighbouring slices), so only the encoder blocks' inputs and outputs and
-  the skips exist for the whole study. Paper LambdaUNet, 24 x 256^2, fp32 CPU, 1 thread:
-  peak RSS 2.21 GiB (chunked stem/decoder only) -> 1.54 GiB; one pass 2.61 GiB
-  (``benchmarks/inference_speed.py``, "chunked" and "optimised" rows).
+  the skips exist for the whole study. Paper LambdaUNet, 24 x 256^2, fp32 CPU, 2 threads:
+  peak RSS 1.54 GiB chunked against 2.58 GiB in one pass
+  (``benchmarks/results/inference_speed_cpu.md``, "chunked" and "optimised" rows).
 
 The result equals the plain eval model up to float rounding (tested to 1e-4 on logits).
 """
