@@ -10,7 +10,8 @@ Every case writes its mask and its JSON/CSV/PNG report, as in production.
 The table gives the whole run's wall time (Python start-up, imports and model load
 included: a conservative rate), studies per minute over that wall time, CPU seconds
 (user + system, workers included), the peak RSS of the largest process, and the mean
-per-case segmentation time from ``summary.csv``.
+per-case seconds of ``summary.csv`` (the case's own work: loading, segmenting, writing, and
+waiting for its report page, which the page helper draws while the next case is segmented).
 
     nice -n 10 .venv/bin/python benchmarks/batch_throughput.py --studies 12 --workers 0 1
     .venv/bin/python benchmarks/batch_throughput.py --device cuda --studies 100 --workers 0 2 4 \\
@@ -101,10 +102,10 @@ def main() -> None:
                   f"{args.studies} copies",
          "note": "wall = the whole segment-dir process (start-up, imports, model load included); studies/min = "
                  "done x 60 / wall; cpu = user + system of the process and its workers; per-case = mean summary.csv "
-                 "seconds (preprocess, infer, back to the DWI grid)"})
+                 "seconds (load, segment, write, wait for the report page)"})
     columns = [("workers", "loader workers"), ("studies", "studies"), ("exit_code", "exit"), ("done", "done"),
                ("seconds", "wall s"), ("studies_per_minute", "studies/min"), ("cpu_seconds", "cpu s"),
-               ("mean_case_seconds", "per-case segmentation s"), ("peak_rss_gib", "peak RSS GiB (largest process)"),
+               ("mean_case_seconds", "per-case s (summary.csv)"), ("peak_rss_gib", "peak RSS GiB (largest process)"),
                ("load_1min", "load 1-min")]
     write_tables(rows, columns, Path(args.output), header)
     print(f"wrote {args.output}.md and .csv")

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
     from LambdaSegmentLib.errors import BadInputError
     from LambdaSegmentLib.inference import load_model_package
-    from LambdaSegmentLib.inference.batch import discover_cases, finished_report, iterate_loaded, process_item, summarise, write_summary
+    from LambdaSegmentLib.inference.batch import discover_cases, finished_report, iterate_loaded, start_item, summarise, write_summary
 
     if args.workers < 0:
         raise BadInputError("--workers", f"must be >= 0, got {args.workers}")
@@ -106,13 +106,24 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
         rows = {}
         bar = ProgressBar(len(todo))
         bar.show(0)
-        for done, item in enumerate(iterate_loaded(todo, args.workers), start=1):
-            row = process_item(item, package, args.output_dir, device=args.device, pages=pages, **options)
+
+        def record(row: dict) -> None:
             rows[row["case"]] = row
             write_summary(args.output_dir, summarise(args.output_dir, cases, rows, done_before))
             if row["status"] == "failed":
                 print(f"\n{row['case']}: failed: {row['error']}", file=sys.stderr)
-            bar.show(done, f"{row['case']}: {row['status']}")
+            bar.show(len(rows), f"{row['case']}: {row['status']}")
+
+        # Each case is finished (its report page waited for, its folder moved into place) after
+        # the next one is segmented: the page helper draws one case's page during the next's work.
+        finish = None
+        for item in iterate_loaded(todo, args.workers):
+            started = start_item(item, package, args.output_dir, device=args.device, pages=pages, **options)
+            if finish is not None:
+                record(finish())
+            finish = started
+        if finish is not None:
+            record(finish())
         bar.close()
     summary = summarise(args.output_dir, cases, rows, done_before)
     path = write_summary(args.output_dir, summary)

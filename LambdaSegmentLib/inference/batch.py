@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from torch.utils.data import Dataset
 
@@ -173,10 +173,46 @@ def process_item(
 
     Failures are recorded in ``.failed/<case>.json`` and returned as a ``failed`` row.
     """
+    return start_item(item, package, output_dir, device=device, memory_budget_gb=memory_budget_gb,
+                      figure_format=figure_format, overwrite=overwrite, precision=precision, pages=pages)()
+
+
+def start_item(
+    item: dict[str, Any],
+    package: ModelPackage,
+    output_dir: Path,
+    *,
+    device: str,
+    memory_budget_gb: float | None,
+    figure_format: str,
+    overwrite: bool,
+    precision: str = "auto",
+    pages: PageWriter | None = None,
+) -> Callable[[], dict[str, Any]]:
+    """``process_item`` in two steps, so that a case's report page is drawn by ``pages``
+    while the next case is segmented: segments the case and writes its files into
+    ``.<case>.partial``, handing the page to ``pages``; returns ``finish()``, which waits for
+    the page, moves the folder into place and returns the summary row (seconds: the case's
+    own work, not the time it waited for the next one)."""
     case = item["case"]
-    start = time.perf_counter() - item.get("seconds", 0.0)
+    started = time.perf_counter()
+    busy = item.get("seconds", 0.0)  # loading, in a worker
     failure = output_dir / FAILED_DIR / f"{case}.json"
     partial = output_dir / f".{case}.partial"
+
+    def failed(error: Exception) -> dict[str, Any]:
+        shutil.rmtree(partial, ignore_errors=True)
+        bad_input = isinstance(error, BadInputError) or (isinstance(error, _LoadFailure) and error.bad_input)
+        message = str(error) if bad_input or isinstance(error, _LoadFailure) else f"{type(error).__name__}: {error}"
+        message = " ".join(message.split())  # one line
+        failure.parent.mkdir(parents=True, exist_ok=True)
+        record = {"case": case, "error": message, "bad_input": bad_input, "seconds": busy}
+        if not bad_input:
+            record["traceback"] = "".join(traceback.format_exception(error))
+        failure.write_text(json.dumps(record, indent=2), encoding="utf-8")
+        return {"case": case, "volume_ml": "", "lesion_count": "", "seconds": f"{busy:.2f}",
+                "status": "failed", "error": message, "bad_input": bad_input}
+
     try:
         if "error" in item:
             raise _LoadFailure(item["error"], item["bad_input"])
@@ -185,26 +221,31 @@ def process_item(
         partial.mkdir(parents=True)
         segmentation = segment_study(item["study"], package, device=device, memory_budget_gb=memory_budget_gb,
                                      precision=precision)
-        report = write_case_outputs(case, item["study"], segmentation, package, case_outputs(partial, case, figure_format=figure_format),
-                                    pages=pages)
-        final = output_dir / case
-        if final.exists() and overwrite:
-            shutil.rmtree(final)
-        partial.rename(final)
-        failure.unlink(missing_ok=True)
-        return summary_row(case, report, time.perf_counter() - start, "ok")
+        outputs = case_outputs(partial, case, figure_format=figure_format)
+        report, page = write_case_outputs(case, item["study"], segmentation, package, outputs, pages=pages)
     except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
-        shutil.rmtree(partial, ignore_errors=True)
-        bad_input = isinstance(error, BadInputError) or (isinstance(error, _LoadFailure) and error.bad_input)
-        message = str(error) if bad_input or isinstance(error, _LoadFailure) else f"{type(error).__name__}: {error}"
-        message = " ".join(message.split())  # one line
-        failure.parent.mkdir(parents=True, exist_ok=True)
-        record = {"case": case, "error": message, "bad_input": bad_input, "seconds": time.perf_counter() - start}
-        if not bad_input:
-            record["traceback"] = traceback.format_exc()
-        failure.write_text(json.dumps(record, indent=2), encoding="utf-8")
-        return {"case": case, "volume_ml": "", "lesion_count": "", "seconds": f"{record['seconds']:.2f}",
-                "status": "failed", "error": message, "bad_input": bad_input}
+        busy += time.perf_counter() - started
+        row = failed(error)
+        return lambda: row
+    busy += time.perf_counter() - started
+
+    def finish() -> dict[str, Any]:
+        nonlocal busy
+        waited = time.perf_counter()
+        try:
+            if page is not None:
+                page.wait()
+            busy += time.perf_counter() - waited
+            final = output_dir / case
+            if final.exists() and overwrite:
+                shutil.rmtree(final)
+            partial.rename(final)
+            failure.unlink(missing_ok=True)
+            return summary_row(case, report, busy, "ok")
+        except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
+            return failed(error)
+
+    return finish
 
 
 class _LoadFailure(Exception):

@@ -17,7 +17,7 @@ from .engine import Progress, Segmentation, segment_study
 from .package import ModelPackage
 
 if TYPE_CHECKING:
-    from LambdaSegmentLib.reports.pages import PageWriter
+    from LambdaSegmentLib.reports.pages import PageWriter, PendingPage
 
 INPUT_ROLES = ("dwi", "adc", "eadc", "b0", "b1000")
 MASK_SUFFIXES = (".nii", ".nii.gz", ".nrrd", ".seg.nrrd")
@@ -105,7 +105,9 @@ def segment_case(
     )
     segmentation = segment_study(study, package, device=device, memory_budget_gb=memory_budget_gb, progress=progress,
                                  precision=precision)
-    report = write_case_outputs(case, study, segmentation, package, outputs, pages=pages)
+    report, page = write_case_outputs(case, study, segmentation, package, outputs, pages=pages)
+    if page is not None:
+        page.wait()
     return report, segmentation
 
 
@@ -116,9 +118,12 @@ def write_case_outputs(
     package: ModelPackage,
     outputs: CaseOutputs,
     pages: PageWriter | None = None,
-) -> dict[str, Any]:
-    """Write mask, probability and report files of a segmented study; returns the report.
-    The report page is drawn by ``pages`` when given, else in this process."""
+) -> tuple[dict[str, Any], PendingPage | None]:
+    """Write mask, probability and report files of a segmented study.
+
+    Returns the report and, when ``pages`` is given, the report page handed to it (still
+    being drawn: ``wait()`` for it); without ``pages`` the page is drawn here (None).
+    """
     from LambdaSegmentLib.io import write_mask, write_volume
     from LambdaSegmentLib.reports import build_report, write_report_csv, write_report_figure, write_report_json
 
@@ -149,6 +154,8 @@ def write_case_outputs(
         report["outputs"].update({kind: str(path) for kind, path in paths.items()})
         write_report_json(report, paths["json"], overwrite=outputs.overwrite)
         write_report_csv(report, paths["csv"], overwrite=outputs.overwrite)
-        draw = pages.write if pages is not None else write_report_figure
-        draw(report, study.dwi, segmentation.mask, paths[outputs.figure_format], overwrite=outputs.overwrite)
-    return report
+        page_path = paths[outputs.figure_format]
+        if pages is not None:
+            return report, pages.submit(report, study.dwi, segmentation.mask, page_path, overwrite=outputs.overwrite)
+        write_report_figure(report, study.dwi, segmentation.mask, page_path, overwrite=outputs.overwrite)
+    return report, None

@@ -45,3 +45,22 @@ def test_a_dead_helper_means_the_page_is_drawn_here(tmp_path: Path) -> None:
         path = pages.write(report, mask, mask, tmp_path / "page.png")
         assert pages._process is None
     assert pixels(path).shape[:2] == pixels(write_report_figure(report, mask, mask, tmp_path / "again.png")).shape[:2]
+
+
+def test_submitted_pages_come_back_in_order_each_with_its_own_result(tmp_path: Path) -> None:
+    """segment-dir hands a case's page over and segments the next case meanwhile: pages are
+    drawn in order, waiting for a later page fills in the earlier ones, errors stay theirs."""
+    mask = two_lesion_mask(I_TOWARD_RIGHT)
+    report = sample_report(mask, tmp_path)
+    with PageWriter() as pages:
+        first = pages.submit(report, mask, mask, tmp_path / "first.png")
+        bad = pages.submit(report, mask, mask, tmp_path / "bad.jpg")
+        last = pages.submit(report, mask, mask, tmp_path / "last.pdf")
+        assert last.wait() == tmp_path / "last.pdf"
+        assert first.done and bad.done  # read on the way
+        assert first.wait() == tmp_path / "first.png"
+        with pytest.raises(BadInputError, match="must end in .png or .pdf"):
+            bad.wait()
+    assert (tmp_path / "first.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "last.pdf").read_bytes()[:4] == b"%PDF"
+    assert not (tmp_path / "bad.jpg").exists()
