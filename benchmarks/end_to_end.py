@@ -138,7 +138,7 @@ STAGES = [  # (label, module, attribute)
     ("report JSON + CSV", "LambdaSegmentLib.reports", "write_report_json"),
     ("report JSON + CSV", "LambdaSegmentLib.reports", "write_report_csv"),
     ("report page (waiting for the page helper: render + PNG; it imported matplotlib meanwhile)",
-     "LambdaSegmentLib.reports.pages:PageWriter", "write"),
+     "LambdaSegmentLib.reports.pages:PendingPage", "wait"),
     ("report page drawn here (only if the page helper is gone: matplotlib import + render + PNG)",
      "LambdaSegmentLib.reports", "write_report_figure"),
 ]
