@@ -1,7 +1,8 @@
 """The one-page report drawn by a helper process.
 
-Importing matplotlib takes ~0.4 s of a ~5 s ``lambdasegment segment`` run, and drawing a
-page ~0.3 s of every case of ``segment-dir``. A ``PageWriter`` made first thing starts a
+Importing matplotlib and drawing the page took 0.5-0.8 s of a ~5 s ``lambdasegment segment``
+run on a 2-core CPU (``benchmarks/end_to_end.py --stages``), and drawing a page is part of
+every case of ``segment-dir``. A ``PageWriter`` made first thing starts a
 clean helper interpreter ("spawn": no torch or OpenMP state is copied) that imports
 matplotlib while the caller imports torch (single-threaded, so a second core is idle); pages
 are then drawn there, in order, while the caller goes on (``submit``) or waits (``write``).
