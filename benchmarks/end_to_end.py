@@ -137,10 +137,10 @@ STAGES = [  # (label, module, attribute)
     ("report numbers (build_report)", "LambdaSegmentLib.reports", "build_report"),
     ("report JSON + CSV", "LambdaSegmentLib.reports", "write_report_json"),
     ("report JSON + CSV", "LambdaSegmentLib.reports", "write_report_csv"),
+    # A page the CLI draws itself because the page helper failed counts in this row, or under
+    # "everything else" when the helper had failed before the page was handed over.
     ("report page (waiting for the page helper: render + PNG; it imported matplotlib meanwhile)",
      "LambdaSegmentLib.reports.pages:PendingPage", "wait"),
-    ("report page drawn here (only if the page helper is gone: matplotlib import + render + PNG)",
-     "LambdaSegmentLib.reports", "write_report_figure"),
 ]
 
 

@@ -156,27 +156,6 @@ def check_case_inputs(case: Case) -> None:
             raise BadInputError(path, "file or folder not found")
 
 
-def process_item(
-    item: dict[str, Any],
-    package: ModelPackage,
-    output_dir: Path,
-    *,
-    device: str,
-    memory_budget_gb: float | None,
-    figure_format: str,
-    overwrite: bool,
-    precision: str = "auto",
-    pages: PageWriter | None = None,
-) -> dict[str, Any]:
-    """Segment one loaded case and move its finished folder into place; returns its summary row.
-    ``pages`` draws the report page (``reports.pages``; None: this process).
-
-    Failures are recorded in ``.failed/<case>.json`` and returned as a ``failed`` row.
-    """
-    return start_item(item, package, output_dir, device=device, memory_budget_gb=memory_budget_gb,
-                      figure_format=figure_format, overwrite=overwrite, precision=precision, pages=pages)()
-
-
 def start_item(
     item: dict[str, Any],
     package: ModelPackage,
@@ -189,11 +168,15 @@ def start_item(
     precision: str = "auto",
     pages: PageWriter | None = None,
 ) -> Callable[[], dict[str, Any]]:
-    """``process_item`` in two steps, so that a case's report page is drawn by ``pages``
-    while the next case is segmented: segments the case and writes its files into
-    ``.<case>.partial``, handing the page to ``pages``; returns ``finish()``, which waits for
-    the page, moves the folder into place and returns the summary row (seconds: the case's
-    own work, not the time it waited for the next one)."""
+    """Segment one loaded case, in two steps so that its report page can be drawn by
+    ``pages`` (``reports.pages``; None: this process) while the next case is segmented.
+
+    Segments the case and writes its files into ``.<case>.partial``, handing the page to
+    ``pages``; returns ``finish()``, which waits for the page, moves the finished folder into
+    place and returns the case's summary row (seconds: the case's own work, not the time it
+    waited for the next one). Failures are recorded in ``.failed/<case>.json`` and returned
+    as a ``failed`` row.
+    """
     case = item["case"]
     started = time.perf_counter()
     busy = item.get("seconds", 0.0)  # loading, in a worker
@@ -234,8 +217,10 @@ def start_item(
         waited = time.perf_counter()
         try:
             if page is not None:
-                page.wait()
-            busy += time.perf_counter() - waited
+                try:
+                    page.wait()
+                finally:
+                    busy += time.perf_counter() - waited
             final = output_dir / case
             if final.exists() and overwrite:
                 shutil.rmtree(final)

@@ -14,7 +14,7 @@ from typing import Any
 
 from LambdaSegmentLib.errors import BadInputError
 
-from .batch import Case, CaseStudies, keep_as_is, process_item
+from .batch import Case, CaseStudies, keep_as_is, start_item
 from .package import ModelPackage
 
 
@@ -62,8 +62,9 @@ def predict_with_lightning(
             return item  # a loaded Study on the CPU; segment_study moves the model's input itself
 
         def predict_step(self, item: dict[str, Any], batch_idx: int) -> dict[str, Any]:
-            return process_item(item, package, output_dir, device=str(self.device), memory_budget_gb=memory_budget_gb,
+            finish = start_item(item, package, output_dir, device=str(self.device), memory_budget_gb=memory_budget_gb,
                                 figure_format=figure_format, overwrite=overwrite, precision=precision)
+            return finish()  # no page helper here: the page is already drawn
 
     accelerator = "cpu" if device == "cpu" else "auto"
     trainer = lightning.Trainer(

@@ -85,8 +85,8 @@ class PageWriter:
     """Draws report pages (``write_report_figure``) in one helper process, in order.
 
     Use as a context manager. ``submit`` hands a page over and returns at once (it waits only
-    while the helper is still busy with an earlier page); ``write`` waits for the page. Both
-    raise, from ``wait``, what ``write_report_figure`` raises (``BadInputError`` for an
+    while the helper is still busy with an earlier page); the returned page's ``wait()``
+    gives its path or raises what ``write_report_figure`` raised (``BadInputError`` for an
     existing file or a bad suffix). Closing stops the helper at once: wait for every page
     first (pages are written atomically, so a stopped helper leaves none half-written).
     """
@@ -118,12 +118,6 @@ class PageWriter:
         if not page.sent:
             page.draw_here()
         return page
-
-    def write(
-        self, report: Mapping[str, Any], dwi: Volume, mask: Volume, path: str | Path, *, overwrite: bool = False
-    ) -> Path:
-        """Draw the page and wait for it."""
-        return self.submit(report, dwi, mask, path, overwrite=overwrite).wait()
 
     def _receive_until(self, page: PendingPage) -> None:
         """Read the helper's results, oldest first, until ``page`` has its own."""

@@ -25,13 +25,13 @@ def test_the_helper_draws_the_same_page_and_hands_back_errors(tmp_path: Path) ->
     report = sample_report(mask, tmp_path)
     here = write_report_figure(report, dwi, mask, tmp_path / "here.png")
     with PageWriter() as pages:
-        there = pages.write(report, dwi, mask, tmp_path / "there.png")
+        there = pages.submit(report, dwi, mask, tmp_path / "there.png").wait()
         assert pages._process is not None and pages._process.is_alive()  # drawn by the helper, not here
         with pytest.raises(BadInputError, match=r"there\.png: already exists"):
-            pages.write(report, dwi, mask, there)
+            pages.submit(report, dwi, mask, there).wait()
         with pytest.raises(BadInputError, match="must end in .png or .pdf"):
-            pages.write(report, dwi, mask, tmp_path / "page.jpg")
-        pages.write(report, dwi, mask, there, overwrite=True)
+            pages.submit(report, dwi, mask, tmp_path / "page.jpg").wait()
+        pages.submit(report, dwi, mask, there, overwrite=True).wait()
     assert np.array_equal(pixels(there), pixels(here))
     assert pages._process is None  # closed: the helper is stopped
 
@@ -42,7 +42,7 @@ def test_a_dead_helper_means_the_page_is_drawn_here(tmp_path: Path) -> None:
     with PageWriter() as pages:
         pages._process.kill()
         pages._process.join()
-        path = pages.write(report, mask, mask, tmp_path / "page.png")
+        path = pages.submit(report, mask, mask, tmp_path / "page.png").wait()
         assert pages._process is None
     assert pixels(path).shape[:2] == pixels(write_report_figure(report, mask, mask, tmp_path / "again.png")).shape[:2]
 
