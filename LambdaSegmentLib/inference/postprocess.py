@@ -1,0 +1,165 @@
+"""From a probability map to the final infarct mask: threshold, then per-lesion checks.
+
+Every step is a setting of the model package (``manifest["postprocessing"]``), so the CLI,
+``segment-dir``, ``evaluate`` and the Slicer module apply exactly the same rule. Steps, in
+order, on the 26-connected components of ``probability >= threshold`` inside the brain:
+
+1. ``min_lesion_ml``: components smaller than this are dropped.
+2. ``min_edge_depth_mm``: components whose median depth below the brain mask's edge is
+   under this are dropped (the bright partial-volume and susceptibility rims of real
+   DWI lie at the edge; an infarct lies in tissue).
+3. ``contralateral_ratio``: a component is kept only if its mean DWI is at least this many
+   times the mean of the registered contralateral DWI on the same voxels
+   (:mod:`.symmetry`); acute infarcts are one-sided, the rims are bilateral.
+
+A setting of ``None`` (or 0 for the sizes) turns its step off; a package without a
+``postprocessing`` block gets the threshold alone, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import ndimage
+
+from LambdaSegmentLib.io import Volume
+
+CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
+
+
+@dataclass(frozen=True)
+class PostProcessing:
+    """The package's rule from probability to mask (see the module docstring).
+
+    Attributes:
+        threshold: probability at or above which a voxel is a lesion candidate.
+        min_lesion_ml: smallest kept component, mL (0 = keep all).
+        min_edge_depth_mm: smallest kept median depth below the brain edge, mm (None = off).
+        contralateral_ratio: smallest kept mean DWI / mean contralateral DWI (None = off).
+    """
+
+    threshold: float = 0.5
+    min_lesion_ml: float = 0.0
+    min_edge_depth_mm: float | None = None
+    contralateral_ratio: float | None = None
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any]) -> "PostProcessing":
+        block = dict(manifest.get("postprocessing") or {})
+        unknown = set(block) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise ValueError(f"unknown postprocessing setting(s) {sorted(unknown)}")
+        block.setdefault("threshold", float(manifest.get("threshold", 0.5)))
+        return cls(**block)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def needs_contralateral(self) -> bool:
+        return self.contralateral_ratio is not None
+
+
+@dataclass(frozen=True)
+class Components:
+    """The candidate lesions of one thresholded map and what the checks look at.
+
+    Attributes:
+        labels: int32 (nk, nj, ni), 0 = background, 1..n the components.
+        volume_ml: (n,) float64 component volumes.
+        edge_depth_mm: (n,) median depth of each component below the brain edge.
+        contralateral_ratio: (n,) mean DWI / mean contralateral DWI (nan when not computed).
+    """
+
+    labels: np.ndarray
+    volume_ml: np.ndarray
+    edge_depth_mm: np.ndarray
+    contralateral_ratio: np.ndarray
+
+    def keep(self, settings: PostProcessing) -> np.ndarray:
+        """(n,) bool: which components pass every enabled check."""
+        keep = self.volume_ml >= settings.min_lesion_ml
+        if settings.min_edge_depth_mm is not None:
+            keep &= self.edge_depth_mm >= settings.min_edge_depth_mm
+        if settings.contralateral_ratio is not None:
+            keep &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
+        return keep
+
+    def mask(self, settings: PostProcessing) -> np.ndarray:
+        """uint8 (nk, nj, ni) final mask for ``settings`` (its threshold must be the one these components came from)."""
+        table = np.concatenate([[False], self.keep(settings)])
+        return table[self.labels].astype(np.uint8)
+
+
+def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> np.ndarray:
+    """float32 (nk, nj, ni): distance (mm) from each brain voxel to the nearest non-brain voxel; 0 outside.
+
+    ``spacing_mm`` is in (i, j, k) order, as on a :class:`Volume`. The volume's border
+    counts as outside the brain (a brain cut by the field of view has an edge there too).
+    """
+    padded = np.pad(np.asarray(brain, dtype=bool), 1)
+    distance = ndimage.distance_transform_edt(padded, sampling=tuple(spacing_mm[::-1]))
+    return distance[1:-1, 1:-1, 1:-1].astype(np.float32)
+
+
+def find_components(
+    probability: np.ndarray,
+    threshold: float,
+    *,
+    brain: np.ndarray,
+    voxel_volume_mm3: float,
+    depth_mm: np.ndarray,
+    dwi_smoothed: np.ndarray | None = None,
+    contralateral: np.ndarray | None = None,
+) -> Components:
+    """Components of ``probability >= threshold`` inside ``brain``, with their check values.
+
+    Args:
+        probability: float (nk, nj, ni) in [0, 1].
+        brain: bool, same shape.
+        voxel_volume_mm3: one voxel's volume.
+        depth_mm: :func:`edge_depth_mm` of ``brain``.
+        dwi_smoothed, contralateral: :func:`.symmetry.contralateral_dwi`'s pair, or None.
+    """
+    candidate = (np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool)
+    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
+    labels = labels.astype(np.int32, copy=False)
+    index = np.arange(1, count + 1)
+    volume_ml = ndimage.sum_labels(candidate, labels, index) * voxel_volume_mm3 / 1000.0 if count else np.zeros(0)
+    depth = (
+        np.asarray(ndimage.median(depth_mm, labels, index), dtype=np.float64).reshape(-1) if count else np.zeros(0)
+    )
+    if count and dwi_smoothed is not None and contralateral is not None:
+        own = np.asarray(ndimage.mean(dwi_smoothed, labels, index), dtype=np.float64).reshape(-1)
+        other = np.asarray(ndimage.mean(contralateral, labels, index), dtype=np.float64).reshape(-1)
+        ratio = own / np.maximum(other, 1e-6)
+    else:
+        ratio = np.full(count, np.nan)
+    return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio)
+
+
+def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: PostProcessing) -> Volume:
+    """The final uint8 infarct mask on the probability's grid (= the DWI grid).
+
+    Args:
+        probability: infarct probability in [0, 1].
+        dwi: the study's b≈1000 trace (for the contralateral check).
+        brain: bool (nk, nj, ni) brain mask; nothing outside it is ever a lesion.
+        settings: the package's :class:`PostProcessing`.
+    """
+    from .symmetry import contralateral_dwi
+
+    brain = np.asarray(brain, dtype=bool)
+    pair = contralateral_dwi(dwi, brain) if settings.needs_contralateral and brain.any() else (None, None)
+    components = find_components(
+        np.asarray(probability.array),
+        settings.threshold,
+        brain=brain,
+        voxel_volume_mm3=probability.voxel_volume_mm3,
+        depth_mm=edge_depth_mm(brain, probability.spacing_mm),
+        dwi_smoothed=pair[0],
+        contralateral=pair[1],
+    )
+    return probability.with_array(components.mask(settings))

@@ -1,0 +1,103 @@
+"""Post-processing from probability to mask: the manifest block, each check, the symmetry feature."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, postprocess
+from LambdaSegmentLib.inference.symmetry import contralateral_dwi
+from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
+
+
+def oblique_direction(degrees: float) -> np.ndarray:
+    a = np.deg2rad(degrees)
+    # rows stored P->A (j flipped) and tilted about L-R: an oblique LPS acquisition
+    return np.array([[1.0, 0.0, 0.0], [0.0, -np.cos(a), np.sin(a)], [0.0, np.sin(a), np.cos(a)]])
+
+
+def head(direction: np.ndarray, spacing=(1.5, 1.5, 3.0), shape_kji=(24, 64, 64)) -> tuple[Volume, np.ndarray, np.ndarray]:
+    """An ellipsoid 'brain' symmetric about the LPS x plane through its centre, with a
+    one-sided bright blob (left) and a bilateral pair of bright blobs; returns the DWI, the
+    brain mask and the LPS points of every voxel."""
+    grid = Volume(np.zeros(shape_kji, np.float32), spacing, (0.0, 0.0, 0.0), direction)
+    kji = np.indices(shape_kji).reshape(3, -1).T
+    lps = grid.index_to_lps(kji[:, ::-1]).reshape(*shape_kji, 3)
+    centre = grid.index_to_lps((np.asarray(shape_kji[::-1]) - 1) / 2)
+    x, y, z = (lps[..., a] - centre[a] for a in range(3))
+    brain = (x / 40) ** 2 + (y / 45) ** 2 + (z / 30) ** 2 <= 1
+    dwi = np.where(brain, 100.0, 0.0) + np.where(brain, 20.0 * np.cos(y / 6.0), 0.0)  # anatomy symmetric in x
+    blob = lambda cx, cy, cz, r: ((x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2) <= r**2  # noqa: E731
+    one_sided = blob(18.0, 5.0, 0.0, 6.0)
+    bilateral = blob(25.0, -20.0, 5.0, 5.0) | blob(-25.0, -20.0, 5.0, 5.0)
+    dwi = dwi + 150.0 * (one_sided | bilateral)
+    return grid.with_array((dwi * brain).astype(np.float32)), brain, np.stack([one_sided, bilateral])
+
+
+@pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(20.0)], ids=["axial", "oblique"])
+def test_contralateral_dwi_tells_one_sided_from_bilateral_bright_regions(direction: np.ndarray) -> None:
+    dwi, brain, (one_sided, bilateral) = head(direction)
+    own, other = contralateral_dwi(dwi, brain)
+    assert own.shape == other.shape == brain.shape
+    one_sided_ratio = own[one_sided].mean() / other[one_sided].mean()
+    bilateral_ratio = own[bilateral].mean() / other[bilateral].mean()
+    assert one_sided_ratio > 1.6
+    assert 0.85 < bilateral_ratio < 1.15
+
+
+def test_contralateral_check_drops_bilateral_components_and_keeps_one_sided() -> None:
+    dwi, brain, (one_sided, bilateral) = head(oblique_direction(15.0))
+    probability = dwi.with_array((one_sided | bilateral).astype(np.float32))
+    kept = np.asarray(postprocess(probability, dwi, brain, PostProcessing(contralateral_ratio=1.3)).array)
+    assert kept[one_sided].all()
+    assert not kept[bilateral].any()
+    unchecked = np.asarray(postprocess(probability, dwi, brain, PostProcessing()).array)
+    assert unchecked[one_sided | bilateral].all()
+
+
+def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
+    shape = (10, 40, 40)
+    spacing = (1.0, 1.0, 2.0)
+    brain = np.zeros(shape, bool)
+    brain[1:9, 5:35, 5:35] = True
+    probability = np.zeros(shape, np.float32)
+    probability[4:6, 18:22, 18:22] = 0.9  # deep, 32 voxels = 0.064 mL
+    probability[4, 5:7, 20] = 0.8  # at the edge, 2 voxels
+    probability[0, 0, 0] = 1.0  # outside the brain: never a lesion
+    volume = Volume(probability, spacing)
+    depth = edge_depth_mm(brain, spacing)
+    assert depth[0, 0, 0] == 0 and depth[4, 5, 20] == pytest.approx(1.0) and depth[4, 20, 20] > 5
+    components = find_components(probability, 0.5, brain=brain, voxel_volume_mm3=volume.voxel_volume_mm3, depth_mm=depth)
+    assert sorted(np.round(components.volume_ml, 4)) == [0.004, 0.064]
+    mask = lambda **kw: np.asarray(postprocess(volume, volume, brain, PostProcessing(**kw)).array)  # noqa: E731
+    assert mask().sum() == 34 and mask()[0, 0, 0] == 0
+    assert mask(min_lesion_ml=0.01).sum() == 32
+    assert mask(min_edge_depth_mm=3.0).sum() == 32
+    assert mask(threshold=0.85).sum() == 32
+
+
+def test_postprocessing_settings_come_from_the_manifest() -> None:
+    assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
+    block = {"threshold": 0.6, "min_lesion_ml": 0.1, "contralateral_ratio": 1.2, "min_edge_depth_mm": 4.0}
+    settings = PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": block})
+    assert settings.as_dict() == block
+    with pytest.raises(ValueError, match="unknown postprocessing"):
+        PostProcessing.from_manifest({"postprocessing": {"minimum": 3}})
+
+
+def test_false_positives_are_split_into_exclusive_regions() -> None:
+    shape = (6, 20, 20)
+    brain = np.zeros(shape, bool)
+    brain[:, 2:18, 2:18] = True
+    depth = edge_depth_mm(brain, (1.0, 1.0, 1.0))
+    fossa = np.zeros(shape, bool)
+    fossa[:2] = True
+    truth = np.zeros(shape, bool)
+    truth[3, 9:11, 9:11] = True
+    prediction = truth.copy()
+    prediction[3, 2, 2] = True  # edge: 1 mm deep
+    prediction[1, 10, 10] = True  # posterior fossa, 2 mm deep (the field of view's end is an edge too)
+    prediction[3, 10, 12] = True  # elsewhere
+    split = false_positive_ml_by_region(prediction, truth, depth_mm=depth, posterior_fossa=fossa, voxel_volume_mm3=1000.0, edge_mm=1.0)
+    assert split == {"fp_ml": 3.0, "fp_edge_ml": 1.0, "fp_posterior_fossa_ml": 1.0, "fp_elsewhere_ml": 1.0}
