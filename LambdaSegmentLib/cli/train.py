@@ -48,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--model-config", type=_json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
     model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=("bce", "dice_bce"), default="bce", help="bce (the paper's) or dice_bce")
+    model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights (same architecture) instead of a random initialisation")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
 
     data = parser.add_argument_group("data")
@@ -55,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--synthetic", type=int, default=0, metavar="N", help="synthetic studies per epoch, made on the fly (with --data: a mix)")
     data.add_argument("--windows-per-study", type=int, default=4, help="random windows cut from each synthetic study (4)")
     data.add_argument("--synthesis", type=_json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
+    data.add_argument("--real-backgrounds", action="append", default=[], metavar="DIR|CSV", help="labelled folder or CSV whose studies serve as backgrounds for injected synthetic infarcts (their lesions stay labelled); repeatable")
+    data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
     data.add_argument("--window-slices", type=int, default=recipe.WINDOW_SLICES, help="slices per window (paper: 8)")
@@ -96,6 +99,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def initialise_from_package(module: Any, package_dir: Path, model: str, model_config: dict[str, Any]) -> None:
+    """Copy a package's weights (SHA-256 checked, ``weights_only``) into ``module.model``; the
+    architecture must be the one being trained."""
+    from LambdaSegmentLib.inference import load_model_package
+
+    package = load_model_package(package_dir)
+    architecture = package.manifest["architecture"]
+    if architecture["name"] != model or dict(architecture.get("config", {})) != dict(model_config):
+        raise BadInputError(package_dir, f"--init-weights holds {architecture['name']} {architecture.get('config', {})}, not {model} {model_config}")
+    module.model.load_state_dict(package.model.state_dict())
+
+
 def _devices(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
@@ -119,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
     output: Path = args.output
     if output.exists() and any(output.iterdir()) and not args.overwrite and args.resume is None:
         raise BadInputError(output, "output package directory exists and is not empty; use --overwrite to replace it")
-    if not args.data and args.synthetic <= 0:
-        raise BadInputError(None, "no training data: give --data DIR and/or --synthetic N")
+    if not args.data and args.synthetic <= 0 and args.real_background_studies <= 0:
+        raise BadInputError(None, "no training data: give --data DIR, --synthetic N and/or --real-backgrounds DIR --real-background-studies N")
+    if bool(args.real_backgrounds) != (args.real_background_studies > 0):
+        raise BadInputError("--real-backgrounds", "give the folders and --real-background-studies N > 0 together")
     work_dir = args.work_dir or output.with_name(output.name + ".training")
     preprocessing = dict(args.preprocessing or DEFAULT_PREPROCESSING)
 
@@ -140,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         lesion_probability=args.lesion_probability,
         artefact_probability=args.artefact_augmentation,
         num_workers=args.workers,
+        real_backgrounds=args.real_backgrounds,
+        real_background_studies=args.real_background_studies,
     )
     module = SegmentationModule(
         args.model,
@@ -153,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         activation_checkpointing=args.activation_checkpointing,
     )
+    if args.init_weights is not None:
+        initialise_from_package(module, args.init_weights, args.model, args.model_config)
     started = time.monotonic()
 
     def manifest(current: SegmentationModule, state: dict[str, Any]) -> dict[str, Any]:

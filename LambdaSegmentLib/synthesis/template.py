@@ -124,9 +124,10 @@ def _template_image(array_xyz: np.ndarray, affine_ras: np.ndarray) -> sitk.Image
 
 def _register_masks(fixed: sitk.Image, moving: sitk.Image) -> sitk.Transform:
     """Affine transform (fixed physical -> moving physical) aligning two smoothed brain masks."""
-    shrink = [4, 4, 4]
+    # shrink by 4 where the image is large enough (the smoothing needs >= 4 voxels per axis after it)
+    shrink = [max(1, min(4, n // 8)) for n in fixed.GetSize()]
     fixed_small = sitk.SmoothingRecursiveGaussian(sitk.Shrink(fixed, shrink), 2.0)
-    moving_small = sitk.SmoothingRecursiveGaussian(sitk.Shrink(moving, shrink), 2.0)
+    moving_small = sitk.SmoothingRecursiveGaussian(sitk.Shrink(moving, [max(1, min(4, n // 8)) for n in moving.GetSize()]), 2.0)
     initial = sitk.CenteredTransformInitializer(
         fixed_small, moving_small, sitk.AffineTransform(3), sitk.CenteredTransformInitializerFilter.MOMENTS
     )

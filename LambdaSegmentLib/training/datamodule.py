@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -11,6 +12,8 @@ from torch.utils.data import DataLoader, Dataset
 from . import recipe
 from .cases import find_labelled_cases
 from .prepared import PreparedCase, load_labelled_case, prepare_synthetic
+from .real_backgrounds import RealBackground, RealBackgroundWindows, load_background
+from .window_augmentation import augment_window
 from .windows import VALIDATION_SEED_OFFSET, Interleaved, RealWindows, SyntheticWindows, WholeStudies
 
 DEFAULT_PREPROCESSING: dict[str, Any] = {
@@ -42,6 +45,11 @@ class SegmentationDataModule(L.LightningDataModule):
         artefact_probability: share of synthetic windows given bright DWI artefacts with a
             normal ADC (``augmentation.add_bright_artefacts``); 0 = none (the paper had none).
         num_workers: DataLoader workers (synthesis runs in them).
+        real_backgrounds: labelled folders / CSVs whose studies become injection backgrounds
+            (``real_backgrounds.py``): synthetic infarcts written into their signals, heavy
+            window augmentation; their expert lesions stay labelled.
+        real_background_studies: augmented background studies per epoch (each cut into
+            ``windows_per_study`` windows); 0 = none.
     """
 
     def __init__(
@@ -61,10 +69,14 @@ class SegmentationDataModule(L.LightningDataModule):
         lesion_probability: float = 0.7,
         artefact_probability: float = 0.0,
         num_workers: int = 0,
+        real_backgrounds: Sequence[str | Path] = (),
+        real_background_studies: int = 0,
     ) -> None:
         super().__init__()
-        if not data and synthetic_studies <= 0:
-            raise ValueError("no training data: give labelled folders (data) and/or synthetic_studies > 0")
+        if not data and synthetic_studies <= 0 and real_background_studies <= 0:
+            raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
+        if bool(real_backgrounds) != (real_background_studies > 0):
+            raise ValueError("real backgrounds need both the folders and real_background_studies > 0")
         if size_hw[0] % 16 or size_hw[1] % 16:
             raise ValueError(f"size_hw must be divisible by 16, got {size_hw}")
         self.preprocessing = dict(preprocessing or DEFAULT_PREPROCESSING)
@@ -77,6 +89,9 @@ class SegmentationDataModule(L.LightningDataModule):
         self.size_hw = (int(size_hw[0]), int(size_hw[1]))
         self.lesion_probability, self.num_workers = float(lesion_probability), int(num_workers)
         self.artefact_probability = float(artefact_probability)
+        self.real_background_paths = [Path(p) for p in real_backgrounds]
+        self.real_background_studies = int(real_background_studies)
+        self.backgrounds: list[RealBackground] = []
         self.train_cases: list[PreparedCase] = []
         self.val_cases: list[PreparedCase] = []
         self.epochs_served = 0
@@ -85,13 +100,15 @@ class SegmentationDataModule(L.LightningDataModule):
         """Read and prepare the real cases (training and validation) once."""
         if self.data and not self.train_cases:
             self.train_cases = [load_labelled_case(c, self.preprocessing) for root in self.data for c in find_labelled_cases(root)]
+        if self.real_background_paths and not self.backgrounds:
+            self.backgrounds = [load_background(c) for root in self.real_background_paths for c in find_labelled_cases(root)]
         if not self.val_cases:
             self.val_cases = [load_labelled_case(c, self.preprocessing) for root in self.val_data for c in find_labelled_cases(root)]
             self.val_cases += [
                 prepare_synthetic(self.seed + VALIDATION_SEED_OFFSET + i, self.preprocessing, self.synthesis_ranges)
                 for i in range(self.val_synthetic_studies)
             ]
-        overlap = {c.name for c in self.train_cases} & {c.name for c in self.val_cases}
+        overlap = ({c.name for c in self.train_cases} | {b.name for b in self.backgrounds}) & {c.name for c in self.val_cases}
         if overlap:
             raise ValueError(f"cases both in training and validation data: {sorted(overlap)}")
 
@@ -119,7 +136,26 @@ class SegmentationDataModule(L.LightningDataModule):
                     artefact_probability=self.artefact_probability,
                 )
             )
-        return parts[0] if len(parts) == 1 else Interleaved(*parts)
+        if self.backgrounds:
+            channels = list(SyntheticWindows.preprocessing_channels(self.preprocessing))
+            parts.append(
+                RealBackgroundWindows(
+                    self.backgrounds,
+                    studies=self.real_background_studies,
+                    preprocessing=self.preprocessing,
+                    windows_per_study=self.windows_per_study,
+                    window_slices=self.window_slices,
+                    size_hw=self.size_hw,
+                    base_seed=self.seed,
+                    epoch=epoch,
+                    lesion_probability=self.lesion_probability,
+                    augment=functools.partial(augment_window, dwi_channel=channels.index("dwi"), eadc_channel=channels.index("eadc")),
+                )
+            )
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = Interleaved(merged, part)
+        return merged
 
     def train_dataloader(self) -> DataLoader:
         """Windows of the current epoch; reloaded every epoch (Trainer(reload_dataloaders_every_n_epochs=1))."""
@@ -152,6 +188,13 @@ class SegmentationDataModule(L.LightningDataModule):
             "windows_per_batch": self.batch_size,
             "window_size_hw": list(self.size_hw),
         }
+        if self.backgrounds:
+            described["real_backgrounds"] = {
+                "cases": [b.name for b in self.backgrounds],
+                "studies_per_epoch": self.real_background_studies,
+                "method": "synthetic infarcts injected through S0 and ADC (training/real_backgrounds.py), "
+                "0-3 per study, 25 % as 6 mm slabs, window augmentation (training/window_augmentation.py)",
+            }
         if self.synthetic_studies:
             epochs = max(1, self.epochs_served)
             described["synthetic"] = {

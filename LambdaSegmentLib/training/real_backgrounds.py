@@ -1,0 +1,202 @@
+"""Real studies as training backgrounds: synthetic infarcts injected through the signal equation.
+
+A handful of real labelled studies, served as plain windows, is memorised (issue 13: a
+quick trial reached Dice 0.85 on its training case and got worse on unseen scans). Served
+as *backgrounds*, each real study becomes thousands of different training studies whose
+real edges, rims and artefacts are negatives every time:
+
+1. synthetic infarcts are grown on the MNI152 template inside an arterial territory (the
+   generator's own ``synthesis.lesions.draw_lesion``) and brought onto the study through an
+   affine registration of the template's brain mask to the study's brain mask (once per
+   study);
+2. they are written into the study's signals, not painted on its image: with
+   S0 = DWI · exp(b · ADC), the lesion lowers the ADC (``synthesis.lesion_signal``) and
+   raises S0 (T2), and DWI = S0 · exp(−b · ADC) is recomputed, so a lesion on a bright rim
+   is as bright as the rim makes it;
+3. only lesion-free brain tissue receives them: never outside the brain, never in CSF
+   (ADC ≥ 1.6×10⁻³ mm²/s), never within ``margin_voxels`` of a real lesion; the real
+   lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5);
+4. heavy augmentation follows on the model grid (:mod:`.window_augmentation`).
+
+Training-time only (it needs the template, the atlas and the generator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import SimpleITK as sitk
+import torch
+from scipy import ndimage
+from torch.utils.data import Dataset
+
+from LambdaSegmentLib.io import Study, Volume, load_study, read_volume
+from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
+
+from .cases import LabelledCase
+from .prepared import PreparedCase, prepare_labelled
+from .windows import random_window
+
+CSF_ADC = 1.6  # 10⁻³ mm²/s: at or above this a voxel is CSF, never infarcted here
+
+
+@dataclass(frozen=True)
+class RealBackground:
+    """One real labelled study ready for injection.
+
+    Attributes:
+        name: the case's name.
+        study: the study as loaded (ADC in 10⁻³ mm²/s).
+        lesion: bool (nk, nj, ni), the expert mask on the DWI grid.
+        brain: bool (nk, nj, ni), the study's brain (nonzero DWI and ADC).
+        template_ijk: float32 (3, nk, nj, ni), the MNI152 template voxel index of every voxel.
+    """
+
+    name: str
+    study: Study
+    lesion: np.ndarray
+    brain: np.ndarray
+    template_ijk: np.ndarray
+
+
+def template_index_map(volume: Volume, brain: np.ndarray) -> np.ndarray:
+    """float32 (3, nk, nj, ni): template voxel index (x, y, z) of every voxel of ``volume``.
+
+    Affine registration of the template brain mask (moving) to ``brain`` (fixed); the
+    transform is turned into a displacement field on the study's grid (no per-point Python).
+    """
+    from LambdaSegmentLib.synthesis.template import _register_masks, _template_image, load_tissue_template
+
+    template = load_tissue_template()
+    moving = _template_image(((template.gm + template.wm + template.csf) > 0.5).astype(np.float32), template.affine)
+    fixed = sitk.Cast(volume.with_array(np.asarray(brain, dtype=np.float32)).to_sitk(), sitk.sitkFloat32)
+    transform = _register_masks(fixed, moving)
+    field = sitk.TransformToDisplacementField(
+        transform, sitk.sitkVectorFloat64, fixed.GetSize(), fixed.GetOrigin(), fixed.GetSpacing(), fixed.GetDirection()
+    )
+    displacement = sitk.GetArrayFromImage(field)  # (nk, nj, ni, 3) LPS mm
+    kji = np.indices(brain.shape, dtype=np.float64)
+    lps = volume.index_to_lps(np.stack([kji[2], kji[1], kji[0]], axis=-1)) + displacement
+    ras = lps * np.asarray([-1.0, -1.0, 1.0])
+    to_index = np.linalg.inv(template.affine)
+    ijk = ras @ to_index[:3, :3].T + to_index[:3, 3]
+    return np.moveaxis(ijk, -1, 0).astype(np.float32)
+
+
+def load_background(case: LabelledCase) -> RealBackground:
+    """Read a labelled case (``BadInputError`` naming the file on bad input) and register the template to it."""
+    study = load_study(dwi=case.dwi, adc=case.adc, eadc=case.eadc)
+    lesion = np.asarray(read_volume(case.mask).array) != 0
+    brain = (np.asarray(study.dwi.array) > 0) & (np.asarray(study.adc.array) > 0)
+    return RealBackground(case.name, study, lesion, brain, template_index_map(study.dwi, brain))
+
+
+def inject_infarcts(
+    background: RealBackground,
+    rng: np.random.Generator,
+    *,
+    count: int,
+    volume_range_ml: tuple[float, float] = (0.05, 300.0),
+    margin_voxels: int = 2,
+) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
+    """``count`` synthetic infarcts written into the background's signals.
+
+    Returns:
+        (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
+        recomputed), the bool (nk, nj, ni) label (real ∪ injected) and what was drawn.
+    """
+    from LambdaSegmentLib.synthesis.lesion_signal import lesion_signal
+    from LambdaSegmentLib.synthesis.lesions import choose_kind, draw_lesion, sample_volume_ml
+    from LambdaSegmentLib.synthesis.template import load_territories, load_tissue_template
+
+    study = background.study
+    b_per_1000 = study.b_value / 1000.0
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    adc = np.asarray(study.adc.array, dtype=np.float64)
+    allowed = background.brain & (adc < CSF_ADC) & ~ndimage.binary_dilation(background.lesion, iterations=margin_voxels)
+    template = load_tissue_template()
+    territories = load_territories()
+    points = background.template_ijk.reshape(3, -1)
+    fraction = np.zeros(dwi.shape, dtype=np.float32)
+    drawn: list[dict[str, Any]] = []
+    for _ in range(count):
+        kind = choose_kind(rng, volume_range_ml)
+        volume_ml = sample_volume_ml(rng, kind, volume_range_ml)
+        field, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories)
+        fraction = np.maximum(fraction, field.sample(points).reshape(dwi.shape))
+        drawn.append({"kind": plan.kind, "template_volume_ml": plan.volume_ml, "territories": plan.territories})
+    fraction = np.where(allowed, fraction, 0.0).astype(np.float32)
+    injected = fraction >= 0.5
+    if fraction.any():
+        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm)
+        s0 = dwi * np.exp(b_per_1000 * adc)
+        adc = np.where(fraction > 0, adc * adc_factor, adc)
+        dwi = np.where(fraction > 0, s0 * s0_factor * np.exp(-b_per_1000 * adc), dwi)
+    new = load_study(
+        dwi=study.dwi.with_array(dwi.astype(np.float32)),
+        adc=study.adc.with_array(adc.astype(np.float32)),
+        adc_unit="1e-3 mm2/s",
+        b_value=study.b_value,
+    )
+    return new, background.lesion | injected, drawn
+
+
+class RealBackgroundWindows(Dataset):
+    """``studies`` augmented real-background studies per epoch, ``windows_per_study`` windows each.
+
+    Study ``s`` of epoch ``e`` draws its background, its 0-3 injected infarcts and its
+    acquisition (native, or 3 slices averaged into a thick slab with probability
+    ``thick_probability``) from ``default_rng([base_seed, e, s])``; windows are cut as from
+    synthetic studies and augmented by ``augment`` (a window, rng → window function).
+    Consecutive items share a study (a one-study cache), so keep it unshuffled.
+    """
+
+    def __init__(
+        self,
+        backgrounds: Sequence[RealBackground],
+        *,
+        studies: int,
+        preprocessing: Mapping[str, Any],
+        windows_per_study: int,
+        window_slices: int,
+        size_hw: tuple[int, int],
+        base_seed: int,
+        epoch: int,
+        lesion_probability: float = 0.7,
+        thick_probability: float = 0.25,
+        augment: Any = None,
+    ) -> None:
+        if not backgrounds:
+            raise ValueError("no real backgrounds")
+        self.backgrounds = list(backgrounds)
+        self.studies, self.windows_per_study = int(studies), int(windows_per_study)
+        self.preprocessing = dict(preprocessing)
+        self.window_slices, self.size_hw = window_slices, size_hw
+        self.base_seed, self.epoch = int(base_seed), int(epoch)
+        self.lesion_probability, self.thick_probability = float(lesion_probability), float(thick_probability)
+        self.augment = augment
+        self._cache: tuple[int, PreparedCase] | None = None
+
+    def __len__(self) -> int:
+        return self.studies * self.windows_per_study
+
+    def make_study(self, study: int) -> PreparedCase:
+        rng = np.random.default_rng([self.base_seed, self.epoch, study])
+        background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
+        count = int(rng.choice([0, 1, 1, 2, 3]))
+        injected, label, _drawn = inject_infarcts(background, rng, count=count)
+        mask = injected.dwi.with_array(label.astype(np.uint8))
+        if rng.random() < self.thick_probability:
+            injected, mask = thick_slice_study(injected, mask, 3)
+        return prepare_labelled(f"{background.name}-e{self.epoch}-s{study}", injected, mask, self.preprocessing)
+
+    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
+        study, window = divmod(int(item), self.windows_per_study)
+        if self._cache is None or self._cache[0] != study:
+            self._cache = (study, self.make_study(study))
+        rng = np.random.default_rng([self.base_seed, self.epoch, study, window])
+        out = random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
+        return self.augment(out, rng) if self.augment is not None else out
+

@@ -1,0 +1,111 @@
+"""Real studies as injection backgrounds: where infarcts may go, the signal equation, augmentation, the datamodule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import ndimage
+
+from LambdaSegmentLib.synthesis.lesion_signal import lesion_signal
+from LambdaSegmentLib.training import SegmentationDataModule, find_labelled_cases
+from LambdaSegmentLib.training.real_backgrounds import CSF_ADC, inject_infarcts, load_background
+from LambdaSegmentLib.training.window_augmentation import augment_window
+
+from lambdasegment_training_helpers import TINY_PREPROCESSING, write_bids_case
+
+
+@pytest.fixture(scope="module")
+def background_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from LambdaSegmentLib.synthesis.template import atlas_path
+
+    if not atlas_path().exists():
+        pytest.skip(f"arterial atlas not present at {atlas_path()}")
+    return write_bids_case(tmp_path_factory.mktemp("background"), "bg01", seed=11)
+
+
+@pytest.mark.needs_atlas
+def test_injection_stays_in_lesion_free_brain_tissue_and_keeps_the_real_lesion(background_folder: Path) -> None:
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    assert background.lesion.any()
+    dwi = np.asarray(background.study.dwi.array)
+    adc = np.asarray(background.study.adc.array)
+    near_real = ndimage.binary_dilation(background.lesion, iterations=2)
+    injected_any = False
+    for seed in range(6):
+        study, label, drawn = inject_infarcts(background, np.random.default_rng(seed), count=3)
+        assert len(drawn) == 3
+        new_dwi, new_adc = np.asarray(study.dwi.array), np.asarray(study.adc.array)
+        injected = label & ~background.lesion
+        changed = (new_dwi != dwi) | (new_adc != adc)
+        injected_any |= bool(injected.any())
+        assert (label[background.lesion]).all()  # the expert lesion stays labelled
+        assert not (changed & ~background.brain).any() and not (injected & ~background.brain).any()
+        assert not (changed & near_real).any() and not (injected & near_real).any()
+        assert not (changed & (adc >= CSF_ADC)).any()
+        assert (new_adc[changed] <= adc[changed] + 1e-6).all()  # lower ADC where it changed
+        assert study.dwi.spacing_mm == background.study.dwi.spacing_mm
+        np.testing.assert_allclose(study.dwi.direction, background.study.dwi.direction)
+    assert injected_any
+    again = inject_infarcts(background, np.random.default_rng(3), count=3)
+    first = inject_infarcts(background, np.random.default_rng(3), count=3)
+    np.testing.assert_array_equal(np.asarray(again[0].dwi.array), np.asarray(first[0].dwi.array))
+    np.testing.assert_array_equal(again[1], first[1])
+
+
+def test_lesion_signal_grades_from_a_restricted_core_to_a_bright_near_normal_edge() -> None:
+    fraction = np.zeros((20, 40, 40), np.float32)
+    zz, yy, xx = np.indices(fraction.shape)
+    fraction[((zz - 10) / 8.0) ** 2 + ((yy - 20) / 16.0) ** 2 + ((xx - 20) / 16.0) ** 2 <= 1] = 1.0
+    adc_factor, s0_factor = lesion_signal(np.random.default_rng(0), fraction, (1.0, 1.0, 1.0), heterogeneity=(0.0, 0.0))
+    outside = fraction == 0
+    assert (adc_factor[outside] == 1).all() and (s0_factor[outside] == 1).all()
+    depth = ndimage.distance_transform_edt(fraction > 0)
+    core, edge = adc_factor[depth >= 6].mean(), adc_factor[(depth > 0) & (depth <= 1)].mean()
+    assert core < edge <= 1.0
+    assert (s0_factor[fraction > 0] > 1).all()
+    again = lesion_signal(np.random.default_rng(0), fraction, (1.0, 1.0, 1.0), heterogeneity=(0.0, 0.0))
+    np.testing.assert_array_equal(again[0], adc_factor)
+
+
+def test_window_augmentation_keeps_ranges_shapes_and_a_binary_mask() -> None:
+    rng = np.random.default_rng(0)
+    image = torch.zeros(2, 8, 48, 48)
+    image[0] = 1.0  # eADC background
+    image[0, :, 10:38, 10:38] = 0.45
+    image[1, :, 10:38, 10:38] = 1.0
+    mask = torch.zeros(1, 8, 48, 48)
+    mask[0, 3:5, 20:26, 20:26] = 1.0
+    window = {"image": image, "mask": mask}
+    for seed in range(20):
+        out = augment_window(window, np.random.default_rng(seed), dwi_channel=1, eadc_channel=0)
+        assert out["image"].shape == image.shape and out["mask"].shape == mask.shape
+        assert set(torch.unique(out["mask"]).tolist()) <= {0.0, 1.0}
+        assert 0.4 < out["mask"].sum() / mask.sum() < 1.6
+        assert out["image"][1].min() >= 0 and out["image"][1].max() <= 4
+        assert out["image"][0].min() >= 0 and out["image"][0].max() <= 1
+        assert out["image"][0, :, 0, 0].min() > 0.9  # corners keep a background eADC, never 0
+    a = augment_window(window, np.random.default_rng(7), dwi_channel=1, eadc_channel=0)
+    b = augment_window(window, np.random.default_rng(7), dwi_channel=1, eadc_channel=0)
+    assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+    assert torch.equal(window["image"], image)  # the input is not changed in place
+
+
+@pytest.mark.needs_atlas
+def test_datamodule_serves_augmented_real_background_windows(background_folder: Path) -> None:
+    datamodule = SegmentationDataModule(
+        TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=2,
+        windows_per_study=2, size_hw=(32, 32), batch_size=2, seed=3,
+    )
+    datamodule.setup()
+    dataset = datamodule.train_dataset(epoch=0)
+    assert len(dataset) == 4
+    items = [dataset[i] for i in range(len(dataset))]
+    assert all(item["image"].shape == (2, 8, 32, 32) and item["mask"].shape == (1, 8, 32, 32) for item in items)
+    assert not torch.equal(items[0]["image"], datamodule.train_dataset(epoch=1)[0]["image"])  # fresh every epoch
+    assert datamodule.description()["real_backgrounds"]["cases"] == ["sub-bg01_ses-0001"]
+    with pytest.raises(ValueError, match="real backgrounds need"):
+        SegmentationDataModule(TINY_PREPROCESSING, synthetic_studies=1, real_backgrounds=[background_folder])
