@@ -2,8 +2,9 @@
 
 Acceptance of issue 6: the package loads with ``weights_only=True``, its weights match the
 SHA-256 of its manifest and of the model card, it is a LambdaUNet in the paper's layout,
-and on the real ISLES'22 case in ``../shared`` (skipped when absent) its volume Dice is
-above the ADC-threshold rule's on the same case.
+and on each real ISLES'22 case in ``../shared`` (skipped when absent) it beats the
+ADC-threshold rule on volume Dice and on false-positive mL (issue 13's acceptance test),
+through the same ``segment_study`` (post-processing included) as the CLI.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from LambdaSegmentLib.metrics import adc_threshold_rule, volume_dice
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_CARD = REPO / "docs" / "MODEL_CARD.md"
-CASE = REPO.parent / "shared" / "data" / "isles22" / "sub-strokecase0001"
+ISLES = REPO.parent / "shared" / "data" / "isles22"
+CASES = ("sub-strokecase0001", "sub-strokecase0003")
 
 
 def test_the_bundled_package_loads_and_its_weights_match_the_manifest_and_the_model_card() -> None:
@@ -34,14 +36,21 @@ def test_the_bundled_package_loads_and_its_weights_match_the_manifest_and_the_mo
     assert "UNTRAINED" not in str(package.manifest.get("training_data", "")).upper()
 
 
-@pytest.mark.skipif(not CASE.is_dir(), reason=f"real ISLES'22 case not present at {CASE}")
-def test_the_bundled_model_beats_the_adc_rule_on_the_real_case() -> None:
-    prefix = CASE / "sub-strokecase0001_ses-0001_"
+@pytest.mark.parametrize("case", CASES)
+def test_the_bundled_model_beats_the_adc_rule_on_each_real_case(case: str) -> None:
+    folder = ISLES / case
+    if not folder.is_dir():
+        pytest.skip(f"real ISLES'22 case not present at {folder}")
+    prefix = folder / f"{case}_ses-0001_"
     study = load_study(dwi=f"{prefix}dwi.nii.gz", adc=f"{prefix}adc.nii.gz")
     truth = np.asarray(read_volume(f"{prefix}msk.nii.gz").array) > 0
     result = segment_study(study, load_model_package(), device="cpu")
     assert result.mask.size_ijk == study.dwi.size_ijk
     np.testing.assert_allclose(result.mask.ijk_to_lps_matrix(), study.dwi.ijk_to_lps_matrix())
-    model_dice = volume_dice(np.asarray(result.mask.array) > 0, truth)
-    rule_dice = volume_dice(np.asarray(adc_threshold_rule(study).array) > 0, truth)
-    assert model_dice > rule_dice, f"bundled model Dice {model_dice:.3f} is not above the ADC rule's {rule_dice:.3f}"
+    model = np.asarray(result.mask.array) > 0
+    rule = np.asarray(adc_threshold_rule(study).array) > 0
+    model_dice, rule_dice = volume_dice(model, truth), volume_dice(rule, truth)
+    voxel_ml = study.dwi.voxel_volume_mm3 / 1000
+    model_fp, rule_fp = (model & ~truth).sum() * voxel_ml, (rule & ~truth).sum() * voxel_ml
+    assert model_dice > rule_dice, f"{case}: model Dice {model_dice:.3f} is not above the ADC rule's {rule_dice:.3f}"
+    assert model_fp < rule_fp, f"{case}: model false positives {model_fp:.2f} mL, not below the rule's {rule_fp:.2f} mL"
