@@ -2,7 +2,10 @@
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; the
 registered handler returns an exit code. Exit codes: 0 success, 2 bad input (one-line
-message naming the file and the problem), 1 unexpected error.
+message naming the file and the problem), 1 unexpected error. The command speaks only
+through its own messages: Python warnings raised while it runs (among them the
+``InputWarning``s that restate ITK's, see ``io.itk_messages``) are printed as one
+``lambdasegment: warning: ...`` line each.
 
 Start-up time matters (a fresh ``lambdasegment segment`` is what a clinician waits for):
 ``main`` registers only the module of the sub-command named on the command line when it
@@ -17,6 +20,7 @@ import argparse
 import gc
 import importlib
 import sys
+import warnings
 from typing import Sequence
 
 from LambdaSegmentLib import __version__
@@ -92,7 +96,9 @@ def _run(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(requested_command(arguments)).parse_args(arguments)
     try:
-        return int(args.func(args) or EXIT_OK)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            return int(args.func(args) or EXIT_OK)
     except BadInputError as error:
         print(f"lambdasegment: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -104,6 +110,12 @@ def _run(argv: Sequence[str] | None) -> int:
         if "--debug" in (argv or sys.argv):
             raise
         return EXIT_UNEXPECTED
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: object = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command: one ``lambdasegment: warning:`` line, no source location."""
+    print(f"lambdasegment: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
