@@ -5,7 +5,8 @@ registered handler returns an exit code. Exit codes: 0 success, 2 bad input (one
 message naming the file and the problem), 1 unexpected error. The command speaks only
 through its own messages: Python warnings raised while it runs (among them the
 ``InputWarning``s that restate ITK's, see ``io.itk_messages``) are printed as one
-``lambdasegment: warning: ...`` line each.
+``lambdasegment: warning: ...`` line each; ITK messages from outside file reading (which
+restates its own, naming the file) are caught for the whole command and said at its end.
 
 Start-up time matters (a fresh ``lambdasegment segment`` is what a clinician waits for):
 ``main`` registers only the module of the sub-command named on the command line when it
@@ -95,10 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(requested_command(arguments)).parse_args(arguments)
+    from LambdaSegmentLib.io.itk_messages import caught_itk_messages, warn_about
+
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
-            return int(args.func(args) or EXIT_OK)
+            stray_itk_messages: list[str] = []
+            try:
+                with caught_itk_messages() as stray_itk_messages:  # ITK's messages outside file reading
+                    return int(args.func(args) or EXIT_OK)
+            finally:
+                warn_about(None, stray_itk_messages)
     except BadInputError as error:
         print(f"lambdasegment: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -75,9 +75,9 @@ def one_line(message: str) -> str:
     return " ".join(_ITK_FRAMING.sub("", message).split())
 
 
-def warn_about(source: str | Path, messages: list[str]) -> None:
-    """Restate ITK's messages about ``source`` as :class:`InputWarning`s (one each, the
-    file named once: ITK's own mention of the path is dropped)."""
+def warn_about(source: str | Path | None, messages: list[str]) -> None:
+    """Restate ITK's messages about ``source`` (None: unknown) as :class:`InputWarning`s (one
+    each, the file named once: ITK's own mention of the path is dropped)."""
     for message in dict.fromkeys(messages):  # ITK often says the same thing twice
-        text = message.replace(str(source), "").strip(" :") or message
+        text = (message if source is None else message.replace(str(source), "")).strip(" :") or message
         warnings.warn(InputWarning(source, f"SimpleITK: {text}"), stacklevel=3)

@@ -72,7 +72,8 @@ def form_disagreement(header: Any, image: sitk.Image) -> str | None:
     Returns:
         None when the valid forms agree with each other and with what SimpleITK read
         (within 1 % of the smallest voxel at every corner of the volume); otherwise which
-        form SimpleITK used and how far the mappings are apart.
+        form SimpleITK used and how far the mappings are apart, or, when neither form is
+        valid, how SimpleITK oriented the volume.
     """
     size_ijk = tuple(int(n) for n in image.GetSize()[:3])
     spacing = np.asarray(image.GetSpacing()[:3])
@@ -102,6 +103,9 @@ def form_disagreement(header: Any, image: sitk.Image) -> str | None:
         return (f"the NIfTI qform (code {q_code}) and sform (code {s_code}) disagree: voxel centres up to {distance:.3g} mm "
                 f"apart at the volume's corners, {orientation}; {how}. Other programs may use the other one: "
                 "check that the mask lies on the lesion")
+    if not forms:
+        return ("its NIfTI header sets no orientation (qform and sform codes are both 0): SimpleITK read it as "
+                f"{_axes(read)}, other programs may flip left-right or front-back: check the mask's side")
     if len(forms) == 1:
         name, (affine, _) = next(iter(forms.items()))
         if apart[name] > tolerance_mm:
@@ -110,6 +114,16 @@ def form_disagreement(header: Any, image: sitk.Image) -> str | None:
                     f"the voxel size from pixdim ({_mm(spacing)} mm), the {name} says {_mm(scales)} mm. "
                     "Other programs may use the other one: check that the mask lies on the lesion")
     return None
+
+
+def _axes(affine: np.ndarray) -> str:
+    """Anatomical direction of increasing i, j, k of a RAS affine, e.g. "i → left, j → posterior, k → superior"."""
+    names = (("left", "right"), ("posterior", "anterior"), ("inferior", "superior"))
+    parts = []
+    for axis, column in zip("ijk", affine[:3, :3].T):
+        dominant = int(np.argmax(np.abs(column)))
+        parts.append(f"{axis} → {names[dominant][int(column[dominant] > 0)]}")
+    return ", ".join(parts)
 
 
 def _mm(values: np.ndarray) -> str:

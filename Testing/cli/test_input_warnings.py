@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import nibabel as nib
+import pytest
 import numpy as np
 from lambdasegment_cli_helpers import StudyFiles, lambdasegment, write_phantom
 
@@ -95,3 +96,21 @@ def test_segment_dir_keeps_a_cases_warnings_in_its_summary(model_dir: Path, tmp_
     assert len(notes) == 2 and notes[0].startswith(f"{dwi}: the NIfTI qform (code 1) and sform (code 1) disagree")
     report = json.loads((output / "sub-b_ses-0001" / "sub-b_ses-0001_report.json").read_text(encoding="utf-8"))
     assert report["input"]["warnings"] == notes
+
+
+def test_itk_messages_outside_file_reading_are_said_once_in_our_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    """A command that hands a file to SimpleITK directly (not through io.reading): ITK's text is
+    still caught for the whole command and restated, once, at its end."""
+    import SimpleITK as sitk
+
+    from LambdaSegmentLib.cli import main, models_cmd
+
+    phantom = write_phantom(tmp_path / "phantom", "scan", **SMALL)
+    odd = with_sform(phantom.dwi, tmp_path / "odd_dwi.nii.gz", unusual_scales)
+    monkeypatch.setattr(models_cmd, "run", lambda args: sitk.ReadImage(str(odd)) and 0)
+    assert main(["models"]) == 0
+    err = capfd.readouterr().err
+    assert "WARNING: In" not in err
+    assert err.strip().splitlines() == [f"lambdasegment: warning: SimpleITK: {odd} has unexpected scales in sform"]
