@@ -134,10 +134,10 @@ def test_read_affine_matches_nibabel_on_an_ordinary_file(tmp_path: Path) -> None
 
 
 def test_a_header_without_orientation_is_said(tmp_path: Path) -> None:
-    """Both codes 0 (Analyze-style): SimpleITK reads it LPS-aligned, nibabel RAS-aligned."""
+    """Both codes 0 (Analyze-style): SimpleITK and nibabel orient it differently (here: front-back)."""
     path = write_nifti(tmp_path / "no_orientation.nii.gz", None, None)
     affine, [message] = read_with_warnings(path)
     assert message == (f"{path}: its NIfTI header sets no orientation (qform and sform codes are both 0): SimpleITK read "
                        "it as i → left, j → posterior, k → superior, other programs may flip left-right or front-back: "
                        "check the mask's side")
-    assert np.sign(affine[0, 0]) == -np.sign(nib.load(str(path)).affine[0, 0])  # the two readers disagree on left/right
+    assert np.sign(affine[1, 1]) == -np.sign(nib.load(str(path)).affine[1, 1])  # the two readers disagree on front/back
