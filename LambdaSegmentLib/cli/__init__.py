@@ -31,6 +31,8 @@ from LambdaSegmentLib.errors import BadInputError
 COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize", "train", "evaluate")
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_BAD_INPUT = 0, 1, 2
+#: Anywhere on the command line: show the traceback of an unexpected error.
+DEBUG_FLAG = "--debug"
 
 # Garbage-collection thresholds of a ``lambdasegment`` process (generation 0 after 10,000
 # allocations instead of 700): see ``main``.
@@ -65,6 +67,7 @@ def _parser_with(modules: Sequence[str]) -> argparse.ArgumentParser:
         prog="lambdasegment",
         description="Segment acute ischemic stroke lesions on diffusion-weighted MRI with LambdaUNet. "
         "Research use only, not a medical device.",
+        epilog=f"Exit codes: 0 success, 2 bad input, 1 unexpected error (add {DEBUG_FLAG} anywhere to see its traceback).",
     )
     parser.add_argument("--version", action="version", version=f"lambdasegment {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -95,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    debug = DEBUG_FLAG in arguments  # accepted anywhere on the line, so it is not an argparse option
+    arguments = [word for word in arguments if word != DEBUG_FLAG]
     args = build_parser(requested_command(arguments)).parse_args(arguments)
     from LambdaSegmentLib.io.itk_messages import caught_itk_messages, warn_about
 
@@ -115,7 +120,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_UNEXPECTED
     except Exception as error:  # noqa: BLE001 - last-resort report, exit code 1
         print(f"lambdasegment: unexpected error: {type(error).__name__}: {error}", file=sys.stderr)
-        if "--debug" in (argv or sys.argv):
+        if debug:
             raise
         return EXIT_UNEXPECTED
 
