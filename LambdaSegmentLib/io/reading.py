@@ -118,7 +118,7 @@ def _read_file(path: Path) -> sitk.Image:
             image = sitk.ReadImage(str(path))
         except RuntimeError as error:
             raise BadInputError(path, f"cannot be read as an image ({ACCEPTED} are accepted): {_itk_reason(error)}") from None
-    if nifti_header is not None:
+    if nifti_header is not None and image.GetDimension() >= 3:  # a 2D image is refused by check_image next
         messages = [message for message in messages if SAID_BETTER_BY_FORM_CHECK not in message]
         disagreement = form_disagreement(nifti_header, image)
         if disagreement is not None:
