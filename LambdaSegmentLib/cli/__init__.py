@@ -2,7 +2,11 @@
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; the
 registered handler returns an exit code. Exit codes: 0 success, 2 bad input (one-line
-message naming the file and the problem), 1 unexpected error.
+message naming the file and the problem), 1 unexpected error. The command speaks only
+through its own messages: Python warnings raised while it runs (among them the
+``InputWarning``s that restate ITK's, see ``io.itk_messages``) are printed as one
+``lambdasegment: warning: ...`` line each; ITK messages from outside file reading (which
+restates its own, naming the file) are caught for the whole command and said at its end.
 
 Start-up time matters (a fresh ``lambdasegment segment`` is what a clinician waits for):
 ``main`` registers only the module of the sub-command named on the command line when it
@@ -17,6 +21,7 @@ import argparse
 import gc
 import importlib
 import sys
+import warnings
 from typing import Sequence
 
 from LambdaSegmentLib import __version__
@@ -26,6 +31,8 @@ from LambdaSegmentLib.errors import BadInputError
 COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize", "train", "evaluate")
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_BAD_INPUT = 0, 1, 2
+#: Anywhere on the command line: show the traceback of an unexpected error.
+DEBUG_FLAG = "--debug"
 
 # Garbage-collection thresholds of a ``lambdasegment`` process (generation 0 after 10,000
 # allocations instead of 700): see ``main``.
@@ -60,6 +67,7 @@ def _parser_with(modules: Sequence[str]) -> argparse.ArgumentParser:
         prog="lambdasegment",
         description="Segment acute ischemic stroke lesions on diffusion-weighted MRI with LambdaUNet. "
         "Research use only, not a medical device.",
+        epilog=f"Exit codes: 0 success, 2 bad input, 1 unexpected error (add {DEBUG_FLAG} anywhere to see its traceback).",
     )
     parser.add_argument("--version", action="version", version=f"lambdasegment {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -90,9 +98,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    debug = DEBUG_FLAG in arguments  # accepted anywhere on the line, so it is not an argparse option
+    arguments = [word for word in arguments if word != DEBUG_FLAG]
     args = build_parser(requested_command(arguments)).parse_args(arguments)
+    from LambdaSegmentLib.io.itk_messages import caught_itk_messages, warn_about
+
     try:
-        return int(args.func(args) or EXIT_OK)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            stray_itk_messages: list[str] = []
+            try:
+                with caught_itk_messages() as stray_itk_messages:  # ITK's messages outside file reading
+                    return int(args.func(args) or EXIT_OK)
+            finally:
+                warn_about(None, stray_itk_messages)
     except BadInputError as error:
         print(f"lambdasegment: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -101,9 +120,15 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_UNEXPECTED
     except Exception as error:  # noqa: BLE001 - last-resort report, exit code 1
         print(f"lambdasegment: unexpected error: {type(error).__name__}: {error}", file=sys.stderr)
-        if "--debug" in (argv or sys.argv):
+        if debug:
             raise
         return EXIT_UNEXPECTED
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: object = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command: one ``lambdasegment: warning:`` line, no source location."""
+    print(f"lambdasegment: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

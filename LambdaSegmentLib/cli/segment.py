@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -108,13 +107,8 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     check_outputs(inputs, outputs)  # before the model is even loaded
     package = load_model_package(args.model)
     case = args.case or case_name_from(images.get("dwi", images.get("b1000")))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
-                                            memory_budget_gb=args.memory_budget_gb, precision=args.precision,
-                                            pages=pages)
-    for warning in caught:
-        print(f"lambdasegment: warning: {warning.message}", file=sys.stderr)
+    report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
+                                        memory_budget_gb=args.memory_budget_gb, precision=args.precision, pages=pages)
     print(
         f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s) "
         f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es))"

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Segment every case in INPUT (a BIDS / ISLES'22 folder: sub-*/[ses-*/]dwi/*_dwi.nii.gz with "
         "*_adc.nii.gz (or *_eadc / *_b0) beside it; or a CSV with columns case, dwi and adc, eadc or b0). Writes "
         "OUTPUT_DIR/<case>/<case>_mask.nii.gz and <case>_report.{json,csv,png}, and OUTPUT_DIR/summary.csv "
-        "(case, volume_ml, lesion_count, seconds, status, error). A failing case is reported and the batch goes "
+        "(case, volume_ml, lesion_count, seconds, status, error, warnings). A failing case is reported and the batch goes "
         "on; finished cases are skipped when run again. Exit codes: 0 all cases done, 2 a case had bad input or the "
         "batch itself is bad, 1 an unexpected error. Research use only, not a medical device.",
     )
@@ -76,6 +76,7 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
     from LambdaSegmentLib.errors import BadInputError
     from LambdaSegmentLib.inference import load_model_package
     from LambdaSegmentLib.inference.batch import discover_cases, finished_report, iterate_loaded, start_item, summarise, write_summary
+    from LambdaSegmentLib.reports.tables import WARNINGS_SEPARATOR
 
     if args.workers < 0:
         raise BadInputError("--workers", f"must be >= 0, got {args.workers}")
@@ -110,6 +111,8 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
         def record(row: dict) -> None:
             rows[row["case"]] = row
             write_summary(args.output_dir, summarise(args.output_dir, cases, rows, done_before))
+            for note in filter(None, row["warnings"].split(WARNINGS_SEPARATOR)):
+                print(f"\nlambdasegment: warning: {note}", file=sys.stderr)
             if row["status"] == "failed":
                 print(f"\n{row['case']}: failed: {row['error']}", file=sys.stderr)
             bar.show(len(rows), f"{row['case']}: {row['status']}")

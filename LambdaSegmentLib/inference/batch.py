@@ -15,6 +15,7 @@ import json
 import shutil
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -110,7 +111,10 @@ class CaseStudies(Dataset):
     """Loads the studies of cases (in DataLoader workers, overlapping I/O with compute).
 
     Item i is a dict: ``index``, ``case`` and either ``study`` (a ``Study``) or
-    ``error`` (one line) with ``bad_input`` (True for BadInputError), plus ``seconds``.
+    ``error`` (one line) with ``bad_input`` (True for BadInputError), plus ``seconds`` and
+    ``warnings`` (one line each, naming the file): every warning raised while loading is
+    kept here instead of being printed by the worker process, so that the batch can report
+    it in its own words and in ``summary.csv``.
     """
 
     def __init__(self, cases: list[Case]) -> None:
@@ -125,17 +129,20 @@ class CaseStudies(Dataset):
         case = self.cases[index]
         start = time.perf_counter()
         item: dict[str, Any] = {"index": index, "case": case.name}
-        try:
-            check_case_inputs(case)
-            item["study"] = load_study(
-                **{role: str(path) for role, path in case.inputs.images.items()},
-                adc_unit=case.inputs.adc_unit,
-                resample_to_dwi=case.inputs.resample_to_dwi,
-            )
-        except BadInputError as error:
-            item.update(error=str(error), bad_input=True)
-        except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
-            item.update(error=f"{type(error).__name__}: {error}", bad_input=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                check_case_inputs(case)
+                item["study"] = load_study(
+                    **{role: str(path) for role, path in case.inputs.images.items()},
+                    adc_unit=case.inputs.adc_unit,
+                    resample_to_dwi=case.inputs.resample_to_dwi,
+                )
+            except BadInputError as error:
+                item.update(error=str(error), bad_input=True)
+            except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
+                item.update(error=f"{type(error).__name__}: {error}", bad_input=False)
+        item["warnings"] = list(dict.fromkeys(" ".join(str(w.message).split()) for w in caught))
         item["seconds"] = time.perf_counter() - start
         return item
 
@@ -178,6 +185,7 @@ def start_item(
     as a ``failed`` row.
     """
     case = item["case"]
+    notes = item.get("warnings", [])
     started = time.perf_counter()
     busy = item.get("seconds", 0.0)  # loading, in a worker
     failure = output_dir / FAILED_DIR / f"{case}.json"
@@ -189,12 +197,12 @@ def start_item(
         message = str(error) if bad_input or isinstance(error, _LoadFailure) else f"{type(error).__name__}: {error}"
         message = " ".join(message.split())  # one line
         failure.parent.mkdir(parents=True, exist_ok=True)
-        record = {"case": case, "error": message, "bad_input": bad_input, "seconds": busy}
+        record = {"case": case, "error": message, "bad_input": bad_input, "seconds": busy, "warnings": notes}
         if not bad_input:
             record["traceback"] = "".join(traceback.format_exception(error))
         failure.write_text(json.dumps(record, indent=2), encoding="utf-8")
         return {"case": case, "volume_ml": "", "lesion_count": "", "seconds": f"{busy:.2f}",
-                "status": "failed", "error": message, "bad_input": bad_input}
+                "status": "failed", "error": message, "warnings": _joined(notes), "bad_input": bad_input}
 
     try:
         if "error" in item:
@@ -226,7 +234,7 @@ def start_item(
                 shutil.rmtree(final)
             partial.rename(final)
             failure.unlink(missing_ok=True)
-            return summary_row(case, report, busy, "ok")
+            return summary_row(case, report, busy, "ok", warnings_seen=notes)
         except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
             return failed(error)
 
@@ -239,7 +247,12 @@ class _LoadFailure(Exception):
         self.bad_input = bad_input
 
 
-def summary_row(case: str, report: dict[str, Any], seconds: float, status: str) -> dict[str, Any]:
+def summary_row(case: str, report: dict[str, Any], seconds: float, status: str,
+                warnings_seen: list[str] | None = None) -> dict[str, Any]:
+    """The summary row of a finished case; its warnings: ``warnings_seen`` (all those raised
+    while loading it this run), else the input warnings its report recorded."""
+    if warnings_seen is None:
+        warnings_seen = report.get("input", {}).get("warnings", [])
     return {
         "case": case,
         "volume_ml": f"{report['infarct_volume_ml']:.4f}",
@@ -247,7 +260,14 @@ def summary_row(case: str, report: dict[str, Any], seconds: float, status: str) 
         "seconds": f"{seconds:.2f}",
         "status": status,
         "error": "",
+        "warnings": _joined(warnings_seen),
     }
+
+
+def _joined(notes: list[str]) -> str:
+    from LambdaSegmentLib.reports.tables import WARNINGS_SEPARATOR
+
+    return WARNINGS_SEPARATOR.join(notes)
 
 
 def finished_report(output_dir: Path, case: str) -> dict[str, Any] | None:
@@ -280,7 +300,7 @@ def summarise(
         if failure.is_file():
             record = json.loads(failure.read_text(encoding="utf-8"))
             rows.append({"case": case.name, "volume_ml": "", "lesion_count": "", "seconds": f"{record['seconds']:.2f}",
-                         "status": "failed", "error": record["error"]})
+                         "status": "failed", "error": record["error"], "warnings": _joined(record.get("warnings", []))})
         else:
             rows.append({"case": case.name, "volume_ml": "", "lesion_count": "", "seconds": "", "status": "pending", "error": ""})
     return rows

@@ -140,7 +140,8 @@ def write_case_outputs(
         device=segmentation.device,
         seconds=segmentation.seconds,
         threshold=segmentation.threshold,
-        study_info={"b_value": study.b_value, "adc_unit_detected": study.adc_unit_detected, **outputs.extra},
+        study_info={"b_value": study.b_value, "adc_unit_detected": study.adc_unit_detected,
+                    "warnings": list(getattr(study, "warnings", ())), **outputs.extra},
     )
     report["outputs"] = {"mask": str(outputs.mask)}
     for path in outputs.all_paths():

@@ -11,18 +11,27 @@ broken files without complaint (checked with SimpleITK 2.5):
 So NIfTI files are also opened with nibabel to check the header's voxel size, that all
 voxel data are present, and that they are finite. Every problem becomes a
 :class:`~LambdaSegmentLib.errors.BadInputError` naming the file.
+
+ITK's own warnings are caught while reading (:mod:`.itk_messages`) and restated as
+:class:`~LambdaSegmentLib.errors.InputWarning`s naming the file; a NIfTI whose qform and
+sform disagree gets one that says which was used and how far apart they are
+(:mod:`.nifti_forms`).
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import SimpleITK as sitk
 
-from ..errors import BadInputError
+from ..errors import BadInputError, InputWarning
 from .dicom import itk_reason as _itk_reason
 from .dicom import read_dicom_series
+from .itk_messages import caught_itk_messages, warn_about
+from .nifti_forms import form_disagreement
 from .volume import Volume
 
 #: Voxel spacings outside this range (mm) are refused as corrupt geometry.
@@ -32,7 +41,8 @@ MAX_SPACING_MM = 20.0
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 SEGMENTATION_SUFFIX = ".seg.nrrd"
 ACCEPTED = "NIfTI (.nii, .nii.gz), NRRD (.nrrd, .seg.nrrd), MetaImage (.mha) or a DICOM series folder"
-
+#: ITK's NIfTI warning that the form check of :mod:`.nifti_forms` states better (which form, how far).
+SAID_BETTER_BY_FORM_CHECK = "unexpected scales in sform"
 
 
 def read_volume(path: str | Path, *, series: str | None = None) -> Volume:
@@ -79,7 +89,9 @@ def read_image_and_bvalues(path: str | Path, *, series: str | None = None) -> tu
         raise BadInputError(path, "file not found")
     bvalues = None
     if path.is_dir():
-        image, bvalues = read_dicom_series(path, series)
+        with caught_itk_messages() as messages:
+            image, bvalues = read_dicom_series(path, series)
+        warn_about(path, messages)
     elif series is not None:
         raise BadInputError(path, f"series={series!r} applies to DICOM folders (and segment names to .seg.nrrd files), not to this file")
     else:
@@ -100,17 +112,24 @@ def volume_from_image(image: sitk.Image, source: str | Path) -> Volume:
 
 
 def _read_file(path: Path) -> sitk.Image:
-    if path.name.lower().endswith(NIFTI_SUFFIXES):
-        _check_nifti_with_nibabel(path)
-    try:
-        image = sitk.ReadImage(str(path))
-    except RuntimeError as error:
-        raise BadInputError(path, f"cannot be read as an image ({ACCEPTED} are accepted): {_itk_reason(error)}") from None
+    nifti_header = _check_nifti_with_nibabel(path) if path.name.lower().endswith(NIFTI_SUFFIXES) else None
+    with caught_itk_messages() as messages:
+        try:
+            image = sitk.ReadImage(str(path))
+        except RuntimeError as error:
+            raise BadInputError(path, f"cannot be read as an image ({ACCEPTED} are accepted): {_itk_reason(error)}") from None
+    if nifti_header is not None and image.GetDimension() >= 3:  # a 2D image is refused by check_image next
+        messages = [message for message in messages if SAID_BETTER_BY_FORM_CHECK not in message]
+        disagreement = form_disagreement(nifti_header, image)
+        if disagreement is not None:
+            warnings.warn(InputWarning(path, disagreement), stacklevel=4)
+    warn_about(path, messages)
     return image
 
 
-def _check_nifti_with_nibabel(path: Path) -> None:
-    """Header voxel size, completeness and finiteness of a NIfTI file (SimpleITK hides all three)."""
+def _check_nifti_with_nibabel(path: Path) -> Any:
+    """Header voxel size, completeness and finiteness of a NIfTI file (SimpleITK hides all
+    three); returns nibabel's header (for the qform/sform check)."""
     import nibabel as nib  # only NIfTI needs it
     from nibabel.openers import ImageOpener
 
@@ -135,6 +154,7 @@ def _check_nifti_with_nibabel(path: Path) -> None:
         bad = ~np.isfinite(data)
         if bad.any():
             raise BadInputError(path, f"has {int(bad.sum())} NaN/Inf voxels")
+    return image.header
 
 
 def check_image(image: sitk.Image, source: Path) -> None:

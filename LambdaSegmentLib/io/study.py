@@ -12,10 +12,16 @@ Accepted inputs (exactly one route):
 The second image must be on the DWI's grid (within the tolerance of :mod:`.grid`); it is
 resampled onto it only with ``resample_to_dwi=True``. The DWI grid is the study's grid:
 every output of the library lands on it.
+
+Warnings about the inputs (:class:`~LambdaSegmentLib.errors.InputWarning`, e.g. a NIfTI
+whose qform and sform disagree) are issued as usual and also kept in ``Study.warnings``,
+so that they travel with the study (out of a DataLoader worker, into the report).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +29,7 @@ from typing import Sequence
 import numpy as np
 import SimpleITK as sitk
 
-from ..errors import BadInputError
+from ..errors import BadInputError, InputWarning
 from . import units
 from .foreground import brain_foreground
 from .grid import grid_differences, overlap, resample_onto
@@ -53,6 +59,7 @@ class Study:
         adc_unit_detected: how the ADC was given: "mm2/s", "1e-3 mm2/s", "1e-6 mm2/s",
             "eadc" (derived from an eADC) or "b0+b1000" (computed).
         sources: role ("dwi", "adc", "eadc", "b0", "b1000") → path, or "<memory>".
+        warnings: the input warnings issued while loading, one line each naming the file.
     """
 
     dwi: Volume
@@ -61,6 +68,7 @@ class Study:
     b_value: float
     adc_unit_detected: str
     sources: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 def load_study(
@@ -90,7 +98,36 @@ def load_study(
 
     Raises:
         BadInputError: naming the file and the problem, for any unusable input.
+
+    Warns:
+        InputWarning: naming the file, for inputs that are used but deserve a look; the
+            same lines are in ``Study.warnings``.
     """
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            study = _load_study(dwi=dwi, adc=adc, eadc=eadc, b0=b0, b1000=b1000, bvalues=bvalues,
+                                resample_to_dwi=resample_to_dwi, adc_unit=adc_unit, b_value=b_value)
+    finally:  # handed on to the caller's filters and display, also when the study is refused
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno, source=warning.source)
+    notes = tuple(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, InputWarning)))
+    return dataclasses.replace(study, warnings=notes)
+
+
+def _load_study(
+    *,
+    dwi: ImageInput | None,
+    adc: ImageInput | None,
+    eadc: ImageInput | None,
+    b0: ImageInput | None,
+    b1000: ImageInput | None,
+    bvalues: Sequence[float] | str | Path | None,
+    resample_to_dwi: bool,
+    adc_unit: str,
+    b_value: float | None,
+) -> Study:
     labels: dict[str, str] = {}  # role → path, or "<memory> (role)" for error messages
     if dwi is not None and b1000 is not None:
         raise BadInputError(None, "the b1000 image was given twice (as dwi and as b1000); give it once")

@@ -1,7 +1,7 @@
 """The ADC-threshold rule every model is compared with.
 
-Infarct = ADC < 0.62×10⁻³ mm²/s (the clinical core threshold of commercial software,
-``../shared/notes/dwi-facts.md``) **and** DWI brighter than 1.2× the brain median, where
+Infarct = ADC < 0.62×10⁻³ mm²/s (the ischemic-core threshold of commercial software such
+as RAPID; Purushotham et al., Int J Stroke 2015) **and** DWI brighter than 1.2× the brain median, where
 the median is taken over the DWI's brain foreground (Otsu, the same statistics mask the
 preprocessing uses). Voxels without ADC data (ADC ≤ 0) are never infarct.
 """

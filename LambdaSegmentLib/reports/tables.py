@@ -11,7 +11,9 @@ from typing import Any, Iterable, Mapping
 
 from LambdaSegmentLib.errors import BadInputError
 
-SUMMARY_COLUMNS = ("case", "volume_ml", "lesion_count", "seconds", "status", "error")
+SUMMARY_COLUMNS = ("case", "volume_ml", "lesion_count", "seconds", "status", "error", "warnings")
+#: Joins several warnings of one case in a CSV cell.
+WARNINGS_SEPARATOR = " | "
 
 
 def write_text_atomically(text: str, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -53,6 +55,7 @@ def report_row(report: Mapping[str, Any]) -> dict[str, str]:
         row[f"{entry['role']}_file"] = entry["path"]
         row[f"{entry['role']}_sha256"] = entry["sha256"] or ""
     row["slice_areas_mm2"] = ";".join(f"{area:.2f}" for area in report["slice_areas_mm2"])
+    row["warnings"] = WARNINGS_SEPARATOR.join(report.get("input", {}).get("warnings", []))
     row["disclaimer"] = report["disclaimer"]
     return row
 

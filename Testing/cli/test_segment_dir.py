@@ -32,7 +32,7 @@ def bids_dataset(root: Path, subjects: list[str]) -> Path:
 def read_summary(output_dir: Path) -> dict[str, dict[str, str]]:
     with open(output_dir / "summary.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
-    assert list(rows[0]) == ["case", "volume_ml", "lesion_count", "seconds", "status", "error"]
+    assert list(rows[0]) == ["case", "volume_ml", "lesion_count", "seconds", "status", "error", "warnings"]
     return {row["case"]: row for row in rows}
 
 

@@ -112,3 +112,19 @@ def test_only_the_process_command_tunes_the_garbage_collector(monkeypatch: pytes
     assert cli.main() == 0
     assert calls == [("set_threshold", *cli.PROCESS_GC_THRESHOLDS), ("run",), ("freeze",)]
     assert cli.PROCESS_GC_THRESHOLDS[0] > gc.get_threshold()[0]
+
+
+def test_debug_anywhere_shows_the_traceback_of_an_unexpected_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from LambdaSegmentLib.cli import models_cmd
+
+    def broken(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(models_cmd, "run", broken)
+    assert main(["models"]) == 1
+    assert capsys.readouterr().err.strip() == "lambdasegment: unexpected error: RuntimeError: boom"
+    for argv in (["models", "--debug"], ["--debug", "models"]):
+        with pytest.raises(RuntimeError, match="boom"):
+            main(argv)

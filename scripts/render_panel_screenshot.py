@@ -9,7 +9,7 @@ hidden, as ``setup()`` does. Everything else is the .ui file as Slicer loads it.
 
 Needs PySide6 (not a project dependency); for example:
     python -m venv /tmp/qt && /tmp/qt/bin/pip install PySide6-Essentials
-    QT_QPA_PLATFORM=offscreen /tmp/qt/bin/python Resources/render_panel_screenshot.py
+    QT_QPA_PLATFORM=offscreen /tmp/qt/bin/python scripts/render_panel_screenshot.py
 """
 
 import os
