@@ -215,6 +215,7 @@ def main() -> None:
     parser.add_argument("--fold-packages", nargs="*", default=["A=bundled", "B=bundled"], metavar="FOLD=PKG")
     parser.add_argument("--postprocessing", choices=("choose", "package", "none"), default="choose")
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
+    parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
     parser.add_argument("--no-montages", action="store_true")
@@ -222,10 +223,14 @@ def main() -> None:
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     specs = dict(item.split("=", 1) for item in args.fold_packages)
+    missing = [fold for fold in args.folds if fold not in specs]
+    if missing:
+        raise SystemExit(f"real_scan_cv: no package for fold(s) {missing}; give --fold-packages FOLD=DIR")
     start = time.perf_counter()
     results: dict[str, Any] = {"label": args.label, "postprocessing": args.postprocessing, "steps": args.steps, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
-    for fold, (own, held_out) in FOLDS.items():
+    for fold in args.folds:
+        own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
         own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False) for thick in (False, True)]
         if args.postprocessing == "choose":
