@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Segment every case in INPUT (a BIDS / ISLES'22 folder: sub-*/[ses-*/]dwi/*_dwi.nii.gz with "
         "*_adc.nii.gz (or *_eadc / *_b0) beside it; or a CSV with columns case, dwi and adc, eadc or b0). Writes "
         "OUTPUT_DIR/<case>/<case>_mask.nii.gz and <case>_report.{json,csv,png}, and OUTPUT_DIR/summary.csv "
-        "(case, volume_ml, lesion_count, seconds, status, error). A failing case is reported and the batch goes "
+        "(case, volume_ml, lesion_count, adc_core_ml, seconds, status, error). A failing case is reported and the batch goes "
         "on; finished cases are skipped when run again. Exit codes: 0 all cases done, 2 a case had bad input or the "
         "batch itself is bad, 1 an unexpected error. Research use only, not a medical device.",
     )

@@ -244,6 +244,7 @@ def summary_row(case: str, report: dict[str, Any], seconds: float, status: str) 
         "case": case,
         "volume_ml": f"{report['infarct_volume_ml']:.4f}",
         "lesion_count": str(report["lesion_count"]),
+        "adc_core_ml": "" if report.get("adc_core_ml") is None else f"{report['adc_core_ml']:.4f}",
         "seconds": f"{seconds:.2f}",
         "status": status,
         "error": "",

@@ -141,6 +141,9 @@ def write_case_outputs(
         seconds=segmentation.seconds,
         threshold=segmentation.threshold,
         study_info={"b_value": study.b_value, "adc_unit_detected": study.adc_unit_detected, **outputs.extra},
+        probability=segmentation.probability,
+        adc=study.adc,
+        low_confidence_below=package.low_confidence_below,
     )
     report["outputs"] = {"mask": str(outputs.mask)}
     for path in outputs.all_paths():
