@@ -93,7 +93,7 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
     todo = [case for case in cases if case.name not in done_before]
     print(f"{len(cases)} case(s) in {args.input}: {len(todo)} to segment, {len(cases) - len(todo)} done earlier", file=sys.stderr)
     options = dict(memory_budget_gb=args.memory_budget_gb, figure_format=args.figure_format, overwrite=args.overwrite,
-                   precision=args.precision)
+                   precision=args.precision, tta=args.tta)
 
     if args.devices is not None:
         from LambdaSegmentLib.inference.distributed import predict_with_lightning
