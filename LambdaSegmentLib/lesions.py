@@ -64,6 +64,12 @@ def _labelled(mask: Volume) -> sitk.Image:
     return sitk.RelabelComponent(sitk.ConnectedComponent(binary, True), sortByObjectSize=True)
 
 
+def lesion_labels(mask: Volume) -> np.ndarray:
+    """[k, j, i] int array: 0 outside, else the lesion's ``label`` (as in ``connected_lesions``
+    and ``lesion_table``)."""
+    return sitk.GetArrayFromImage(_labelled(mask))
+
+
 def connected_lesions(mask: Volume) -> list[Lesion]:
     """The connected lesions (full connectivity), largest first."""
     return _lesions_of(mask, _labelled(mask))
