@@ -72,6 +72,8 @@ SECOND_REFERENCE_ROLE = "LambdaSegmentADC"
 PROBABILITY_REFERENCE_ROLE = "LambdaSegmentProbability"
 
 SECOND_IMAGE_KINDS = ("auto", "adc", "eadc")
+LESION_TABLE_COLUMNS = ("#", "Volume (mL)", "Core (mL)", "Confidence", "Side")
+LOW_CONFIDENCE_COLOR = "#ffd8a8"
 ADC_UNITS = ("auto", "mm2/s", "1e-3 mm2/s", "1e-6 mm2/s")
 
 
@@ -169,6 +171,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self._jobOutputNode = None
         self._pollTimer = None
         self._resultSegmentation = None
+        self._lesionRows = []  # the rows shown in the lesion table (dicts of lesions.lesion_table)
         self._updatingGui = False
 
     def setup(self) -> None:
@@ -211,6 +214,11 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.cancelButton.connect("clicked(bool)", self.onCancelButton)
         self.ui.editButton.connect("clicked(bool)", self.onEditButton)
         self.ui.exportButton.connect("clicked(bool)", self.onExportButton)
+        self.ui.refreshButton.connect("clicked(bool)", self.showResult)
+        self.ui.lesionTableWidget.setColumnCount(len(LESION_TABLE_COLUMNS))
+        self.ui.lesionTableWidget.setHorizontalHeaderLabels([_(title) for title in LESION_TABLE_COLUMNS])
+        self.ui.lesionTableWidget.verticalHeader().setVisible(False)
+        self.ui.lesionTableWidget.connect("cellClicked(int,int)", self.onLesionClicked)
         self.initializeParameterNode()
 
     def populateDevices(self) -> None:
@@ -415,15 +423,40 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         hasResult = node is not None and node.GetSegmentation().GetSegment(SEGMENT_ID) is not None
         self.ui.editButton.enabled = hasResult
         self.ui.exportButton.enabled = hasResult
+        self.ui.refreshButton.enabled = hasResult
         if not hasResult:
             self.ui.volumeLabel.text = "–"
+            self.ui.coreVolumeLabel.text = "–"
             self.ui.lesionCountLabel.text = "–"
             self.ui.runInfoLabel.text = ""
+            self.showLesionRows([])
             return
         summary = self.logic.resultSummary(node)
-        self.ui.volumeLabel.text = _("{volume:.2f} mL").format(volume=summary["infarct_volume_ml"])
+        self.ui.volumeLabel.text = volumeBesideAi(summary["infarct_volume_ml"], summary["predicted_volume_ml"])
+        self.ui.coreVolumeLabel.text = volumeBesideAi(summary["adc_core_ml"], summary["predicted_adc_core_ml"])
         self.ui.lesionCountLabel.text = str(summary["lesion_count"])
         self.ui.runInfoLabel.text = summary["run_text"]
+        self.showLesionRows(summary["lesions"])
+
+    def showLesionRows(self, rows: list[dict]) -> None:
+        """Fill the lesion table (``lesionTableCells``); low-confidence rows get an amber background."""
+        import qt
+
+        self._lesionRows = list(rows)
+        table = self.ui.lesionTableWidget
+        table.setRowCount(len(rows))
+        for rowIndex, row in enumerate(rows):
+            for column, text in enumerate(lesionTableCells(row)):
+                item = qt.QTableWidgetItem(text)
+                if row.get("low_confidence"):
+                    item.setBackground(qt.QBrush(qt.QColor(LOW_CONFIDENCE_COLOR)))
+                    item.setToolTip(_("Low confidence: the model's mean probability over this lesion is below its threshold."))
+                table.setItem(rowIndex, column, item)
+        table.resizeColumnsToContents()
+
+    def onLesionClicked(self, row: int, column: int) -> None:
+        if 0 <= row < len(self._lesionRows):
+            self.logic.centreSliceViewsOn(self._lesionRows[row]["jump_lps_mm"])
 
     def onEditButton(self) -> None:
         node = self._resultSegmentation
@@ -864,6 +897,25 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             found.append("Apple GPU")
         auto = _("Auto: {device}").format(device=found[0] if found else _("CPU (no GPU found)"))
         return [("auto", auto)] + choices
+
+
+def volumeBesideAi(currentMl, predictedMl) -> str:
+    """ "12.30 mL", or "12.30 mL (AI: 14.00 mL)" once the segment was edited; "n/a" when unknown."""
+    if currentMl is None:
+        return _("n/a")
+    text = _("{volume:.2f} mL").format(volume=currentMl)
+    if predictedMl is not None and abs(float(predictedMl) - float(currentMl)) > 1e-9:
+        text += " " + _("(AI: {volume:.2f} mL)").format(volume=float(predictedMl))
+    return text
+
+
+def lesionTableCells(row: dict) -> list[str]:
+    """The widget's cells of one ``lesion_table`` row (as a dict): #, volume, core, confidence, side."""
+    confidence = "n/a" if row.get("mean_probability") is None else f"{row['mean_probability']:.2f}"
+    if row.get("low_confidence"):
+        confidence += " " + _("(low)")
+    core = "n/a" if row.get("adc_core_ml") is None else f"{row['adc_core_ml']:.2f}"
+    return [str(row["label"]), f"{row['volume_ml']:.2f}", core, confidence, _(row["hemisphere"])]
 
 
 def describeAdcUnit(code: str) -> str:

@@ -175,3 +175,15 @@ def _ijk_to_ras(volume_node):
     matrix = vtk.vtkMatrix4x4()
     volume_node.GetIJKToRASMatrix(matrix)
     return matrix
+
+
+def test_the_widget_text_shows_the_ai_volume_beside_an_edited_one_and_marks_low_confidence(lambda_segment_module):
+    module = lambda_segment_module
+    assert module.volumeBesideAi(12.3, 12.3) == "12.30 mL"
+    assert module.volumeBesideAi(10.0, 12.3) == "10.00 mL (AI: 12.30 mL)"
+    assert module.volumeBesideAi(None, None) == "n/a"
+    row = {"label": 2, "volume_ml": 0.0864, "adc_core_ml": 0.0, "mean_probability": 0.55, "low_confidence": True, "hemisphere": "left"}
+    assert module.lesionTableCells(row) == ["2", "0.09", "0.00", "0.55 (low)", "left"]
+    assert len(module.lesionTableCells(row)) == len(module.LESION_TABLE_COLUMNS)
+    unknown = {**row, "adc_core_ml": None, "mean_probability": None, "low_confidence": None}
+    assert module.lesionTableCells(unknown)[2:4] == ["n/a", "n/a"]
