@@ -15,11 +15,16 @@ manifest's ``low_confidence_mean_probability``. This script chooses that number:
 2. Each study is segmented with the package (default inference, no flips); every connected
    lesion of the predicted mask (``lesions.lesion_table``) is a true positive when it overlaps
    the true infarct, a false positive otherwise.
-3. Rule: the threshold is the largest mean probability t such that, among the validation
-   lesions whose mean probability is below t, false positives are the majority (at least
-   ``MAJORITY``), counting only thresholds with at least ``MIN_BELOW`` lesions below them.
-   When no t qualifies (false positives never dominate the low-probability end), the
-   threshold is the package's voxel threshold: no lesion can fall below it, nothing is flagged.
+3. Rule: the threshold t is the mean probability that flags the most false positives in
+   excess of true positives: it maximises (false-positive lesions below t) − (true-positive
+   lesions below t) over the validation lesions (candidates: midway between consecutive
+   observed values; ties go to the lowest t, flagging less). Below t, false positives
+   outnumber true ones, and no band of lesions just below t holds more true than false
+   positives (else a lower t would score higher). When no t flags more false than true
+   positives, the threshold is the package's voxel threshold: no lesion's mean can fall
+   below it, so nothing is flagged. (A cumulative-majority rule, "the largest t below which
+   most lesions are false positives", is degenerate when false positives are the majority
+   overall, as they are for the bundled model on synthetic validation: it flags everything.)
 
 Writes the value, the rule and the counts into the package's ``manifest.json`` (the weights
 and their SHA-256 are untouched; ``--dry-run`` leaves the manifest alone) and the per-lesion
@@ -50,13 +55,11 @@ from LambdaSegmentLib.io import load_study  # noqa: E402
 from LambdaSegmentLib.lesions import lesion_labels, lesion_table  # noqa: E402
 
 FIRST_SEED = 9_000_000
-MAJORITY = 0.5
-MIN_BELOW = 5
 RESULTS = REPO / "benchmarks" / "results" / "confidence_threshold.json"
 RULE = (
-    "largest mean lesion probability t such that, among validation lesions with mean probability below t, "
-    f"false positives (no overlap with the true infarct) are at least {MAJORITY:.0%}, counting thresholds with at "
-    f"least {MIN_BELOW} lesions below; else the voxel threshold (nothing flagged)"
+    "mean lesion probability t maximising (false-positive lesions below t) - (true-positive lesions below t) on "
+    "validation lesions (false positive: no overlap with the true infarct); ties to the lowest t; the voxel "
+    "threshold (nothing flagged) when no t flags more false than true positives"
 )
 
 
@@ -94,17 +97,14 @@ def choose_threshold(records: list[dict[str, Any]], voxel_threshold: float) -> f
     """The rule above, on the records' ``mean_probability`` and ``true_positive``."""
     values = np.array([r["mean_probability"] for r in records], dtype=np.float64)
     false_positive = np.array([not r["true_positive"] for r in records], dtype=bool)
-    order = np.argsort(values, kind="stable")
-    values, false_positive = values[order], false_positive[order]
-    chosen = float(voxel_threshold)
-    for count in range(MIN_BELOW, len(values) + 1):
-        # t just above the count-th smallest value (midway to the next), so exactly `count` lie below.
-        upper = values[count] if count < len(values) else min(1.0, values[-1] + 1e-3)
-        if count < len(values) and upper == values[count - 1]:
-            continue  # ties: t cannot separate them
-        if false_positive[:count].mean() >= MAJORITY:
-            chosen = float((values[count - 1] + upper) / 2)
-    return round(chosen, 4)
+    if not values.size:
+        return float(voxel_threshold)
+    distinct = np.unique(values)
+    candidates = np.append((distinct[:-1] + distinct[1:]) / 2, min(1.0, distinct[-1] + 1e-3))
+    below = values[None, :] < candidates[:, None]  # (candidates, lesions)
+    score = (below & false_positive).sum(axis=1) - (below & ~false_positive).sum(axis=1)
+    best = int(np.argmax(score))  # the first maximum: the lowest t
+    return round(float(candidates[best]), 4) if score[best] > 0 else float(voxel_threshold)
 
 
 def summary(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
@@ -121,6 +121,17 @@ def summary(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
         "median_mean_probability_true_positive": float(np.median([r["mean_probability"] for r in true])) if true else None,
         "median_mean_probability_false_positive": float(np.median([r["mean_probability"] for r in false])) if false else None,
     }
+
+
+def record_threshold(directory: Path, threshold: float, rule: dict[str, Any]) -> None:
+    """Write ``low_confidence_mean_probability`` and ``low_confidence_rule`` into the package's
+    manifest (atomically), then check that the package still loads and verifies."""
+    manifest_path = Path(directory) / MANIFEST_FILE
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["low_confidence_mean_probability"] = threshold
+    manifest["low_confidence_rule"] = rule
+    write_json_atomically(manifest, manifest_path)
+    load_model_package(directory)  # the same weights, the same SHA-256: still valid
 
 
 def write_json_atomically(data: dict[str, Any], path: Path) -> None:
@@ -165,13 +176,9 @@ def main() -> None:
                            "low_confidence_mean_probability": threshold, **rule,
                            "seconds": round(time.perf_counter() - start, 1), "lesions": records}, args.results)
     if not args.dry_run:
-        manifest_path = Path(args.model) / MANIFEST_FILE
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        manifest["low_confidence_mean_probability"] = threshold
-        manifest["low_confidence_rule"] = {key: rule[key] for key in ("rule", "validation", "command", "chosen")} | {
-            "results": str(args.results.resolve().relative_to(REPO)) if args.results.resolve().is_relative_to(REPO) else str(args.results)}
-        write_json_atomically(manifest, manifest_path)
-        load_model_package(args.model)  # still valid: the same weights, the same SHA-256
+        results = args.results.resolve()
+        record_threshold(args.model, threshold, {key: rule[key] for key in ("rule", "validation", "command", "chosen")}
+                         | {"results": str(results.relative_to(REPO)) if results.is_relative_to(REPO) else str(results)})
     print(f"low_confidence_mean_probability = {threshold} ({counts['flagged']} of {counts['lesions']} validation lesions "
           f"below it: {counts['flagged_false_positive']} false, {counts['flagged_true_positive']} true positives); "
           f"results: {args.results}" + ("" if args.dry_run else f"; written into {Path(args.model) / MANIFEST_FILE}"))
