@@ -142,6 +142,12 @@ def write_json_atomically(data: dict[str, Any], path: Path) -> None:
     os.replace(temporary, path)
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the repository when inside it (results stay readable on any machine)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(resolved)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=BUNDLED_PACKAGE, help="model package directory (default: the bundled one)")
@@ -172,13 +178,12 @@ def main() -> None:
         "chosen": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     write_json_atomically({"model": {"name": package.name, "version": package.version, "weights_sha256": package.sha256,
-                                     "directory": str(args.model)},
+                                     "directory": _shown(Path(args.model))},
                            "low_confidence_mean_probability": threshold, **rule,
                            "seconds": round(time.perf_counter() - start, 1), "lesions": records}, args.results)
     if not args.dry_run:
-        results = args.results.resolve()
         record_threshold(args.model, threshold, {key: rule[key] for key in ("rule", "validation", "command", "chosen")}
-                         | {"results": str(results.relative_to(REPO)) if results.is_relative_to(REPO) else str(results)})
+                         | {"results": _shown(args.results)})
     print(f"low_confidence_mean_probability = {threshold} ({counts['flagged']} of {counts['lesions']} validation lesions "
           f"below it: {counts['flagged_false_positive']} false, {counts['flagged_true_positive']} true positives); "
           f"results: {args.results}" + ("" if args.dry_run else f"; written into {Path(args.model) / MANIFEST_FILE}"))
