@@ -115,7 +115,9 @@ class LambdaSegment(ScriptedLoadableModule):  # noqa: F405
         self.parent.helpText = _(
             "Segments the acute ischemic infarct on diffusion-weighted MRI (a DWI b≈1000 trace with its ADC or "
             "eADC map) with LambdaUNet and reports its volume in mL. Select the DWI and the ADC/eADC, press "
-            "<b>Segment stroke</b>, review and edit the <i>Infarct</i> segment in the Segment Editor, then export a "
+            "<b>Segment stroke</b>, review the lesion table (volume, ADC core = ADC &lt; 620×10⁻⁶ mm²/s inside the "
+            "infarct, not a perfusion measure; confidence = the model's mean probability, not a calibrated risk; click "
+            "a row to jump to the lesion), edit the <i>Infarct</i> segment in the Segment Editor, then export a "
             "report. <b>Research use only, not a medical device: not for diagnosis or treatment decisions.</b>"
         )
         self.parent.acknowledgementText = _(
@@ -631,6 +633,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         The run's record keeps the AI's total and core volumes beside later edits.
         """
         from LambdaSegmentLib.io.writing import SEGMENT_COLOR, SEGMENT_NAME
+        from LambdaSegmentLib.lesions import total_adc_core_ml
         from LambdaSegmentLib.slicer_bridge import set_segment_from_mask, slicer_terminology_entry
 
         scene = slicer.mrmlScene
@@ -662,9 +665,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             self._keepProbability(node, probability, dwiVolumeNode)
         else:
             node.RemoveNodeReferenceIDs(PROBABILITY_REFERENCE_ROLE)
-        node.SetAttribute(RUN_ATTRIBUTE, json.dumps(runInfo))
-        from LambdaSegmentLib.lesions import total_adc_core_ml
-
+        node.SetAttribute(RUN_ATTRIBUTE, json.dumps(runInfo))  # what lesionTable reads (ADC unit, threshold)
         predicted = {"predicted_volume_ml": self.infarctVolumeMl(node, segmentId),
                      "predicted_adc_core_ml": total_adc_core_ml(self.lesionTable(node))}
         node.SetAttribute(RUN_ATTRIBUTE, json.dumps({**runInfo, **predicted}))
