@@ -82,7 +82,7 @@ def lesion_table_text(report: Mapping[str, Any], limit: int = MAX_TABLE_LESIONS)
     if not lesions:
         return "Lesions: none"
     threshold = report.get("low_confidence_mean_probability")
-    mark = (f"* = low confidence (mean probability < {threshold:.2f})" if threshold is not None
+    mark = (f"* = low confidence (mean probability < {threshold:.4g})" if threshold is not None
             else "low-confidence threshold not set for this model")
     shown = f"the {limit} largest of {len(lesions)}" if len(lesions) > limit else f"all {len(lesions)}"
     lines = [f"Lesions ({shown}; {mark})",
