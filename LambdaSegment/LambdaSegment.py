@@ -69,8 +69,11 @@ SEGMENT_ID = "Infarct"
 RUN_ATTRIBUTE = "LambdaSegment.Run"
 DWI_REFERENCE_ROLE = "LambdaSegmentDWI"
 SECOND_REFERENCE_ROLE = "LambdaSegmentADC"
+PROBABILITY_REFERENCE_ROLE = "LambdaSegmentProbability"
 
 SECOND_IMAGE_KINDS = ("auto", "adc", "eadc")
+LESION_TABLE_COLUMNS = ("#", "Volume (mL)", "Core (mL)", "Confidence", "Side")
+LOW_CONFIDENCE_COLOR = "#ffd8a8"
 ADC_UNITS = ("auto", "mm2/s", "1e-3 mm2/s", "1e-6 mm2/s")
 
 
@@ -112,7 +115,9 @@ class LambdaSegment(ScriptedLoadableModule):  # noqa: F405
         self.parent.helpText = _(
             "Segments the acute ischemic infarct on diffusion-weighted MRI (a DWI b≈1000 trace with its ADC or "
             "eADC map) with LambdaUNet and reports its volume in mL. Select the DWI and the ADC/eADC, press "
-            "<b>Segment stroke</b>, review and edit the <i>Infarct</i> segment in the Segment Editor, then export a "
+            "<b>Segment stroke</b>, review the lesion table (volume, ADC core = ADC &lt; 620×10⁻⁶ mm²/s inside the "
+            "infarct, not a perfusion measure; confidence = the model's mean probability, not a calibrated risk; click "
+            "a row to jump to the lesion), edit the <i>Infarct</i> segment in the Segment Editor, then export a "
             "report. <b>Research use only, not a medical device: not for diagnosis or treatment decisions.</b>"
         )
         self.parent.acknowledgementText = _(
@@ -168,6 +173,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self._jobOutputNode = None
         self._pollTimer = None
         self._resultSegmentation = None
+        self._lesionRows = []  # the rows shown in the lesion table (dicts of lesions.lesion_table)
         self._updatingGui = False
 
     def setup(self) -> None:
@@ -210,6 +216,11 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.cancelButton.connect("clicked(bool)", self.onCancelButton)
         self.ui.editButton.connect("clicked(bool)", self.onEditButton)
         self.ui.exportButton.connect("clicked(bool)", self.onExportButton)
+        self.ui.refreshButton.connect("clicked(bool)", self.showResult)
+        self.ui.lesionTableWidget.setColumnCount(len(LESION_TABLE_COLUMNS))
+        self.ui.lesionTableWidget.setHorizontalHeaderLabels([_(title) for title in LESION_TABLE_COLUMNS])
+        self.ui.lesionTableWidget.verticalHeader().setVisible(False)
+        self.ui.lesionTableWidget.connect("cellClicked(int,int)", self.onLesionClicked)
         self.initializeParameterNode()
 
     def populateDevices(self) -> None:
@@ -414,15 +425,40 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         hasResult = node is not None and node.GetSegmentation().GetSegment(SEGMENT_ID) is not None
         self.ui.editButton.enabled = hasResult
         self.ui.exportButton.enabled = hasResult
+        self.ui.refreshButton.enabled = hasResult
         if not hasResult:
             self.ui.volumeLabel.text = "–"
+            self.ui.coreVolumeLabel.text = "–"
             self.ui.lesionCountLabel.text = "–"
             self.ui.runInfoLabel.text = ""
+            self.showLesionRows([])
             return
         summary = self.logic.resultSummary(node)
-        self.ui.volumeLabel.text = _("{volume:.2f} mL").format(volume=summary["infarct_volume_ml"])
+        self.ui.volumeLabel.text = volumeBesideAi(summary["infarct_volume_ml"], summary["predicted_volume_ml"])
+        self.ui.coreVolumeLabel.text = volumeBesideAi(summary["adc_core_ml"], summary["predicted_adc_core_ml"])
         self.ui.lesionCountLabel.text = str(summary["lesion_count"])
         self.ui.runInfoLabel.text = summary["run_text"]
+        self.showLesionRows(summary["lesions"])
+
+    def showLesionRows(self, rows: list[dict]) -> None:
+        """Fill the lesion table (``lesionTableCells``); low-confidence rows get an amber background."""
+        import qt
+
+        self._lesionRows = list(rows)
+        table = self.ui.lesionTableWidget
+        table.setRowCount(len(rows))
+        for rowIndex, row in enumerate(rows):
+            for column, text in enumerate(lesionTableCells(row)):
+                item = qt.QTableWidgetItem(text)
+                if row.get("low_confidence"):
+                    item.setBackground(qt.QBrush(qt.QColor(LOW_CONFIDENCE_COLOR)))
+                    item.setToolTip(_("Low confidence: the model's mean probability over this lesion is below its threshold."))
+                table.setItem(rowIndex, column, item)
+        table.resizeColumnsToContents()
+
+    def onLesionClicked(self, row: int, column: int) -> None:
+        if 0 <= row < len(self._lesionRows):
+            self.logic.centreSliceViewsOn(self._lesionRows[row]["jump_lps_mm"])
 
     def onEditButton(self) -> None:
         node = self._resultSegmentation
@@ -554,7 +590,8 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             package_dir=self.modelPackageDir, progress=progress,
         )
         node = self.writeSegmentation(
-            dwiVolumeNode, adcVolumeNode, segmentation.mask, result_info(study, segmentation, package), outputSegmentationNode
+            dwiVolumeNode, adcVolumeNode, segmentation.mask, result_info(study, segmentation, package), outputSegmentationNode,
+            probability=segmentation.probability,
         )
         return node, self.infarctVolumeMl(node)
 
@@ -572,12 +609,12 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
 
     def finishSegmentStroke(self, job, outputSegmentationNode=None) -> tuple[Any, float]:
         """Collect a finished job into the scene; returns (segmentation node, infarct volume in mL)."""
-        mask, info = job.result()
+        mask, probability, info = job.result()
         dwiNode = slicer.mrmlScene.GetNodeByID(job.dwiNodeID)
         adcNode = slicer.mrmlScene.GetNodeByID(job.adcNodeID)
         if dwiNode is None or adcNode is None:
             raise ValueError("the DWI or ADC/eADC was removed from the scene while it was being segmented")
-        node = self.writeSegmentation(dwiNode, adcNode, mask, info, outputSegmentationNode)
+        node = self.writeSegmentation(dwiNode, adcNode, mask, info, outputSegmentationNode, probability=probability)
         return node, self.infarctVolumeMl(node)
 
     @staticmethod
@@ -585,14 +622,18 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         """Slicer's stand-alone Python (PythonSlicer) for child processes; this interpreter elsewhere."""
         return shutil.which("PythonSlicer") or sys.executable
 
-    def writeSegmentation(self, dwiVolumeNode, adcVolumeNode, mask, runInfo: dict, outputSegmentationNode=None):
+    def writeSegmentation(self, dwiVolumeNode, adcVolumeNode, mask, runInfo: dict, outputSegmentationNode=None, *, probability=None):
         """Put ``mask`` (a ``Volume`` on the DWI grid) into the "Infarct" segment; returns the segmentation node.
 
         A new node is named "<DWI name> infarct". The segment gets its colour and SNOMED CT
         terminology; the node's reference geometry is the DWI; it is shown over the DWI in
-        the slice views and placed beside the DWI in the subject hierarchy.
+        the slice views and placed beside the DWI in the subject hierarchy. ``probability``
+        (the model's, on the DWI grid) is kept as the volume "<name> AI probability",
+        referenced by the segmentation, for the lesion table's confidence after edits.
+        The run's record keeps the AI's total and core volumes beside later edits.
         """
         from LambdaSegmentLib.io.writing import SEGMENT_COLOR, SEGMENT_NAME
+        from LambdaSegmentLib.lesions import total_adc_core_ml
         from LambdaSegmentLib.slicer_bridge import set_segment_from_mask, slicer_terminology_entry
 
         scene = slicer.mrmlScene
@@ -618,12 +659,31 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             segment.SetTag(segment.GetTerminologyEntryTagName(), slicer_terminology_entry())
         set_segment_from_mask(node, segmentId, mask, dwiVolumeNode)
 
-        node.SetAttribute(RUN_ATTRIBUTE, json.dumps({**runInfo, "predicted_volume_ml": self.infarctVolumeMl(node, segmentId)}))
         node.SetNodeReferenceID(DWI_REFERENCE_ROLE, dwiVolumeNode.GetID())
         node.SetNodeReferenceID(SECOND_REFERENCE_ROLE, adcVolumeNode.GetID())
+        if probability is not None:
+            self._keepProbability(node, probability, dwiVolumeNode)
+        else:
+            node.RemoveNodeReferenceIDs(PROBABILITY_REFERENCE_ROLE)
+        node.SetAttribute(RUN_ATTRIBUTE, json.dumps(runInfo))  # what lesionTable reads (ADC unit, threshold)
+        predicted = {"predicted_volume_ml": self.infarctVolumeMl(node, segmentId),
+                     "predicted_adc_core_ml": total_adc_core_ml(self.lesionTable(node))}
+        node.SetAttribute(RUN_ATTRIBUTE, json.dumps({**runInfo, **predicted}))
         self._showOverDwi(node, dwiVolumeNode)
         self._placeBesideInSubjectHierarchy(node, dwiVolumeNode)
         return node
+
+    def _keepProbability(self, segmentationNode, probability, dwiVolumeNode) -> None:
+        from LambdaSegmentLib.slicer_bridge import update_node_from_volume
+
+        scene = slicer.mrmlScene
+        node = segmentationNode.GetNodeReference(PROBABILITY_REFERENCE_ROLE)
+        if node is None:
+            node = scene.AddNewNodeByClass("vtkMRMLScalarVolumeNode", scene.GenerateUniqueName(f"{segmentationNode.GetName()} AI probability"))
+        update_node_from_volume(node, probability)
+        node.CreateDefaultDisplayNodes()
+        segmentationNode.SetNodeReferenceID(PROBABILITY_REFERENCE_ROLE, node.GetID())
+        self._placeBesideInSubjectHierarchy(node, dwiVolumeNode)
 
     @staticmethod
     def _showOverDwi(segmentationNode, dwiVolumeNode) -> None:
@@ -662,12 +722,51 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             raise ValueError(f"'{segmentationNode.GetName()}' was not made by Segment stroke (no DWI reference)")
         return segment_mask_on_grid(segmentationNode, SEGMENT_ID, dwiNode)
 
-    def resultSummary(self, segmentationNode) -> dict[str, Any]:
-        """Volume (mL), lesion count and a line about the run, for the widget (current segment)."""
-        from LambdaSegmentLib.lesions import connected_lesions
+    def lesionTable(self, segmentationNode) -> list:
+        """The library's per-lesion table (``lesions.lesion_table``) of the Infarct segment as it is
+        now (edits included), with the AI's probability and the ADC in 10⁻³ mm²/s; largest first."""
+        from LambdaSegmentLib.lesions import lesion_table
+
+        return lesion_table(self.currentMask(segmentationNode), **self.reviewMaps(segmentationNode))
+
+    @staticmethod
+    def reviewMaps(segmentationNode) -> dict[str, Any]:
+        """What the lesion table needs beside the mask: ``probability`` (the kept AI probability
+        volume), ``adc`` (the referenced ADC/eADC in 10⁻³ mm²/s, converted as the run read it)
+        and ``low_confidence_below`` (the model's threshold); None where absent."""
+        from LambdaSegmentLib.slicer_bridge import volume_from_node
+        from LambdaSegmentLib.slicer_job import canonical_adc
 
         run = json.loads(segmentationNode.GetAttribute(RUN_ATTRIBUTE) or "{}")
-        lesions = connected_lesions(self.currentMask(segmentationNode))
+        probabilityNode = segmentationNode.GetNodeReference(PROBABILITY_REFERENCE_ROLE)
+        adcNode = segmentationNode.GetNodeReference(SECOND_REFERENCE_ROLE)
+        adc = None
+        if adcNode is not None and run.get("adc_unit_detected"):
+            adc = canonical_adc(volume_from_node(adcNode, role="ADC/eADC"), run["adc_unit_detected"], float(run.get("b_value") or 1000.0))
+        return {
+            "probability": volume_from_node(probabilityNode, role="AI probability") if probabilityNode is not None else None,
+            "adc": adc,
+            "low_confidence_below": run.get("low_confidence_mean_probability"),
+        }
+
+    @staticmethod
+    def centreSliceViewsOn(pointLps, sliceNodes=None) -> list[float]:
+        """Centre every slice view (default: all slice nodes of the scene) on an LPS point, e.g. a
+        lesion row's ``jump_lps_mm``; returns the views' new slice offsets (mm)."""
+        from LambdaSegmentLib.slicer_bridge import centre_slice_views_on, lps_to_ras_point
+
+        if sliceNodes is None:
+            scene = slicer.mrmlScene
+            sliceNodes = [scene.GetNthNodeByClass(n, "vtkMRMLSliceNode") for n in range(scene.GetNumberOfNodesByClass("vtkMRMLSliceNode"))]
+        return centre_slice_views_on(lps_to_ras_point(pointLps), sliceNodes)
+
+    def resultSummary(self, segmentationNode) -> dict[str, Any]:
+        """For the widget, from the segment as it is now: volume (mL) beside the AI's, ADC core
+        (mL) beside the AI's, the lesion table (rows as dicts) and a line about the run."""
+        from LambdaSegmentLib.lesions import total_adc_core_ml
+
+        run = json.loads(segmentationNode.GetAttribute(RUN_ATTRIBUTE) or "{}")
+        lesions = self.lesionTable(segmentationNode)
         model = run.get("model", {})
         runText = _("{model} {version} on {device} in {seconds:.1f} s; ADC: {unit}").format(
             model=model.get("name", "?"), version=model.get("version", "?"), device=run.get("device", "?"),
@@ -677,7 +776,12 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             runText = _("UNTRAINED model, for plumbing only: the result means nothing. ") + runText
         return {
             "infarct_volume_ml": self.infarctVolumeMl(segmentationNode),
+            "predicted_volume_ml": run.get("predicted_volume_ml"),
+            "adc_core_ml": total_adc_core_ml(lesions),
+            "predicted_adc_core_ml": run.get("predicted_adc_core_ml"),
             "lesion_count": len(lesions),
+            "lesions": [lesion.as_dict() for lesion in lesions],
+            "low_confidence_mean_probability": run.get("low_confidence_mean_probability"),
             "run_text": runText,
         }
 
@@ -719,8 +823,10 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
                 "adc_unit_detected": run.get("adc_unit_detected"),
                 "segmentation_node": segmentationNode.GetName(),
                 "predicted_volume_ml": run.get("predicted_volume_ml"),
+                "predicted_adc_core_ml": run.get("predicted_adc_core_ml"),
                 "edited_after_prediction": abs(currentMl - float(run.get("predicted_volume_ml", currentMl))) > 1e-9,
             },
+            **self.reviewMaps(segmentationNode),
         )
         if suffix == ".json":
             return write_report_json(report, path, overwrite=overwrite)
@@ -792,6 +898,25 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             found.append("Apple GPU")
         auto = _("Auto: {device}").format(device=found[0] if found else _("CPU (no GPU found)"))
         return [("auto", auto)] + choices
+
+
+def volumeBesideAi(currentMl, predictedMl) -> str:
+    """ "12.30 mL", or "12.30 mL (AI: 14.00 mL)" once the segment was edited; "n/a" when unknown."""
+    if currentMl is None:
+        return _("n/a")
+    text = _("{volume:.2f} mL").format(volume=currentMl)
+    if predictedMl is not None and abs(float(predictedMl) - float(currentMl)) > 1e-9:
+        text += " " + _("(AI: {volume:.2f} mL)").format(volume=float(predictedMl))
+    return text
+
+
+def lesionTableCells(row: dict) -> list[str]:
+    """The widget's cells of one ``lesion_table`` row (as a dict): #, volume, core, confidence, side."""
+    confidence = "n/a" if row.get("mean_probability") is None else f"{row['mean_probability']:.2f}"
+    if row.get("low_confidence"):
+        confidence += " " + _("(low)")
+    core = "n/a" if row.get("adc_core_ml") is None else f"{row['adc_core_ml']:.2f}"
+    return [str(row["label"]), f"{row['volume_ml']:.2f}", core, confidence, _(row["hemisphere"])]
 
 
 def describeAdcUnit(code: str) -> str:

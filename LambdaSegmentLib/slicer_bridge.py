@@ -190,3 +190,34 @@ def set_segment_from_mask(segmentation_node: object, segment_id: str, mask: Volu
     slicer.util.updateSegmentBinaryLabelmapFromArray(
         (np.asarray(mask.array) > 0).astype(np.uint8), segmentation_node, segment_id, reference_node
     )
+
+
+def slice_offset_through(slice_node: object, point_ras: np.ndarray) -> float:
+    """The slice offset (mm) at which ``slice_node``'s view passes through ``point_ras``.
+
+    A slice view's plane is its ``SliceToRAS`` matrix's third column (the normal) through its
+    translation; MRML's slice offset is the translation's coordinate along the unit normal. The
+    plane through the point therefore has offset normal · point, whatever the view's
+    orientation (axial, or rotated to an oblique volume's plane). Reads the node, changes nothing.
+    """
+    matrix = np.array([[slice_node.GetSliceToRAS().GetElement(r, c) for c in range(4)] for r in range(4)])
+    normal = matrix[:3, 2] / np.linalg.norm(matrix[:3, 2])
+    return float(normal @ np.asarray(point_ras, dtype=np.float64))
+
+
+def centre_slice_views_on(point_ras: np.ndarray, slice_nodes: list[object]) -> list[float]:
+    """Move every slice view so that it shows ``point_ras`` at its centre; returns their new offsets.
+
+    Uses MRML's own ``JumpSliceByCentering`` (Slicer's "jump to" of markups), which keeps each
+    view's orientation and puts its plane through the point.
+    """
+    offsets = []
+    for node in slice_nodes:
+        node.JumpSliceByCentering(*(float(c) for c in point_ras))
+        offsets.append(slice_offset_through(node, point_ras))
+    return offsets
+
+
+def lps_to_ras_point(point_lps: np.ndarray) -> np.ndarray:
+    """A point from LPS to RAS millimetres (or back)."""
+    return RAS_LPS_FLIP @ np.asarray(point_lps, dtype=np.float64)

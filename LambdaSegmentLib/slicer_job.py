@@ -10,7 +10,7 @@ with the GUI for the interpreter lock during the pre- and post-processing, and a
 forward pass cannot be interrupted, whereas a process can be terminated at any moment
 and returns all its memory. The parent and the child talk through files in a private
 folder (inputs as NRRD with exact geometry, progress and result as JSON, the mask as
-NRRD); the parent polls (the Slicer widget does so from a QTimer), so no thread is needed.
+NRRD, the probability too); the parent polls (the Slicer widget does so from a QTimer), so no thread is needed.
 
 Nothing here imports Slicer, VTK or Qt.
 """
@@ -146,7 +146,22 @@ def result_info(study: Any, segmentation: Any, package: Any) -> dict[str, Any]:
         "threshold": float(segmentation.threshold),
         "adc_unit_detected": study.adc_unit_detected,
         "b_value": float(study.b_value),
+        "low_confidence_mean_probability": package.low_confidence_below,
     }
+
+
+def canonical_adc(second: Volume, adc_unit_detected: str, b_value: float) -> Volume:
+    """The ADC in the library's 10^-3 mm^2/s from the image given beside the DWI, as ``load_study``
+    read it (``adc_unit_detected`` and ``b_value`` from ``result_info``): for the lesion table
+    after the segmentation, without re-checking the inputs."""
+    from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL, adc_from_eadc
+
+    if adc_unit_detected == "eadc":
+        return adc_from_eadc(second, b_value)
+    if adc_unit_detected not in ADC_UNIT_TO_CANONICAL:
+        raise BadInputError("ADC unit", f"cannot convert an ADC given as {adc_unit_detected!r}")
+    factor = ADC_UNIT_TO_CANONICAL[adc_unit_detected]
+    return second.with_array((np.asarray(second.array, dtype=np.float64) * factor).astype(np.float32))
 
 
 # ---------------------------------------------------------------------------------------
@@ -184,6 +199,7 @@ def run_job(folder: str | Path) -> int:
         )
         progress(0.97, "Writing the result")
         sitk.WriteImage(segmentation.mask.to_sitk(), str(folder / "mask.nrrd"), True)
+        sitk.WriteImage(segmentation.probability.to_sitk(), str(folder / "probability.nrrd"), True)
         _write_json_atomically(result_info(study, segmentation, package), folder / "result.json")
         return 0
     except BadInputError as error:
@@ -294,8 +310,9 @@ class SegmentationJob:
             time.sleep(poll_seconds)
         return status
 
-    def result(self) -> tuple[Volume, dict[str, Any]]:
-        """The mask (uint8, DWI grid) and the run's ``result_info``; cleans up the folder.
+    def result(self) -> tuple[Volume, Volume, dict[str, Any]]:
+        """The mask (uint8, DWI grid), the probability (float32, DWI grid) and the run's
+        ``result_info``; cleans up the folder.
 
         Raises:
             JobCancelled: after ``cancel()``.
@@ -318,8 +335,9 @@ class SegmentationJob:
             if self.process.returncode != 0 or not (self.folder / "mask.nrrd").exists():
                 raise RuntimeError(f"segmentation process ended with code {self.process.returncode}\n{self._log_tail()}")
             mask = Volume.from_sitk(sitk.ReadImage(str(self.folder / "mask.nrrd")))
+            probability = Volume.from_sitk(sitk.ReadImage(str(self.folder / "probability.nrrd")))
             info = json.loads((self.folder / "result.json").read_text(encoding="utf-8"))
-            return mask, info
+            return mask, probability, info
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 

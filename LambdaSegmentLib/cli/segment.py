@@ -27,6 +27,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32"],
                         help="auto: bfloat16 autocast on CUDA, float32 elsewhere; fp32: float32 everywhere")
     parser.add_argument("--figure-format", default="png", choices=["png", "pdf"], help="format of the one-page report")
+    parser.add_argument("--tta", action="store_true", default=None,
+                        help="average the probability over left-right and in-plane flips (3 model passes; off by default "
+                             "unless the model manifest turns it on)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", type=Path, default=None, metavar="REPORT.json",
                         help="also write REPORT.json, REPORT.csv and REPORT.png (or .pdf) beside each other")
     parser.add_argument("--probability", type=Path, default=None, help="also write the probability map (0-1) here")
+    parser.add_argument("--uncertainty", type=Path, default=None, metavar="PATH",
+                        help="also write the flips' disagreement (voxel-wise standard deviation of the flipped passes' "
+                             "probabilities, 0-0.5) on the DWI grid here; runs the flips (the mask uses them only with --tta)")
     parser.add_argument("--case", default=None, help="case name in the report (default: from the DWI file name)")
     add_model_options(parser)
     parser.set_defaults(func=run)
@@ -100,7 +106,7 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
         raise BadInputError("--memory-budget-gb", f"must be positive, got {args.memory_budget_gb:g}")
     inputs = CaseInputs(images, bvalues=parse_bvalues(args.bvalues), b_value=args.b_value,
                         adc_unit=args.adc_unit, resample_to_dwi=args.resample_to_dwi)
-    outputs = CaseOutputs(mask=args.output, report=args.report, probability=args.probability,
+    outputs = CaseOutputs(mask=args.output, report=args.report, probability=args.probability, uncertainty=args.uncertainty,
                           figure_format=args.figure_format, overwrite=args.overwrite)
     from LambdaSegmentLib.inference.case import check_outputs
 
@@ -108,10 +114,15 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     package = load_model_package(args.model)
     case = args.case or case_name_from(images.get("dwi", images.get("b1000")))
     report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
-                                        memory_budget_gb=args.memory_budget_gb, precision=args.precision, pages=pages)
+                                        memory_budget_gb=args.memory_budget_gb, precision=args.precision,
+                                        pages=pages, tta=args.tta)
+    core = "n/a" if report["adc_core_ml"] is None else f"{report['adc_core_ml']:.2f} mL"
+    doubtful = sum(1 for lesion in report["lesions"] if lesion["low_confidence"])
+    flips = f", averaged over {len(segmentation.flips)} flips" if segmentation.tta else ""
     print(
-        f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s) "
-        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es))"
+        f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s), "
+        f"{doubtful} low-confidence; ADC core (ADC < 620e-6 mm2/s inside the infarct) {core} "
+        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es){flips})"
     )
     if report["outputs"].get("json"):
         print(f"report: {report['outputs']['json']}, {report['outputs']['csv']}, {report['outputs'][args.figure_format]}")

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Segment every case in INPUT (a BIDS / ISLES'22 folder: sub-*/[ses-*/]dwi/*_dwi.nii.gz with "
         "*_adc.nii.gz (or *_eadc / *_b0) beside it; or a CSV with columns case, dwi and adc, eadc or b0). Writes "
         "OUTPUT_DIR/<case>/<case>_mask.nii.gz and <case>_report.{json,csv,png}, and OUTPUT_DIR/summary.csv "
-        "(case, volume_ml, lesion_count, seconds, status, error, warnings). A failing case is reported and the batch goes "
+        "(case, volume_ml, lesion_count, adc_core_ml, seconds, status, error, warnings). A failing case is reported and the batch goes "
         "on; finished cases are skipped when run again. Exit codes: 0 all cases done, 2 a case had bad input or the "
         "batch itself is bad, 1 an unexpected error. Research use only, not a medical device.",
     )
@@ -94,7 +94,7 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
     todo = [case for case in cases if case.name not in done_before]
     print(f"{len(cases)} case(s) in {args.input}: {len(todo)} to segment, {len(cases) - len(todo)} done earlier", file=sys.stderr)
     options = dict(memory_budget_gb=args.memory_budget_gb, figure_format=args.figure_format, overwrite=args.overwrite,
-                   precision=args.precision)
+                   precision=args.precision, tta=args.tta)
 
     if args.devices is not None:
         from LambdaSegmentLib.inference.distributed import predict_with_lightning

@@ -174,6 +174,7 @@ def start_item(
     overwrite: bool,
     precision: str = "auto",
     pages: PageWriter | None = None,
+    tta: bool | None = None,
 ) -> Callable[[], dict[str, Any]]:
     """Segment one loaded case, in two steps so that its report page can be drawn by
     ``pages`` (``reports.pages``; None: this process) while the next case is segmented.
@@ -211,7 +212,7 @@ def start_item(
             shutil.rmtree(partial)  # our own leftovers from an interrupted run
         partial.mkdir(parents=True)
         segmentation = segment_study(item["study"], package, device=device, memory_budget_gb=memory_budget_gb,
-                                     precision=precision)
+                                     precision=precision, tta=tta)
         outputs = case_outputs(partial, case, figure_format=figure_format)
         report, page = write_case_outputs(case, item["study"], segmentation, package, outputs, pages=pages)
     except Exception as error:  # noqa: BLE001 - reported per case, the batch goes on
@@ -257,6 +258,7 @@ def summary_row(case: str, report: dict[str, Any], seconds: float, status: str,
         "case": case,
         "volume_ml": f"{report['infarct_volume_ml']:.4f}",
         "lesion_count": str(report["lesion_count"]),
+        "adc_core_ml": "" if report.get("adc_core_ml") is None else f"{report['adc_core_ml']:.4f}",
         "seconds": f"{seconds:.2f}",
         "status": status,
         "error": "",

@@ -41,6 +41,7 @@ class CaseOutputs:
     mask: Path
     report: Path | None = None
     probability: Path | None = None
+    uncertainty: Path | None = None
     figure_format: str = "png"
     overwrite: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -53,7 +54,7 @@ class CaseOutputs:
 
     def all_paths(self) -> list[Path]:
         paths = [self.mask, *self.report_paths().values()]
-        return paths + ([self.probability] if self.probability is not None else [])
+        return paths + [path for path in (self.probability, self.uncertainty) if path is not None]
 
 
 def has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
@@ -66,6 +67,8 @@ def check_outputs(inputs: CaseInputs, outputs: CaseOutputs) -> None:
         raise BadInputError(outputs.mask, f"mask output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.probability is not None and not has_suffix(outputs.probability, MASK_SUFFIXES):
         raise BadInputError(outputs.probability, f"probability output must end in one of {', '.join(MASK_SUFFIXES)}")
+    if outputs.uncertainty is not None and not has_suffix(outputs.uncertainty, MASK_SUFFIXES):
+        raise BadInputError(outputs.uncertainty, f"uncertainty output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.figure_format not in ("png", "pdf"):
         raise BadInputError("--figure-format", f"must be png or pdf, got {outputs.figure_format!r}")
     resolved_inputs = {Path(p).resolve() for p in inputs.images.values()}
@@ -90,9 +93,11 @@ def segment_case(
     progress: Progress | None = None,
     precision: str = "auto",
     pages: PageWriter | None = None,
+    tta: bool | None = None,
 ) -> tuple[dict[str, Any], Segmentation]:
     """Load, segment and write one case; returns its report and the segmentation.
-    ``pages``: draw the report page there (see ``reports.pages``) instead of in this process."""
+    ``pages``: draw the report page there (see ``reports.pages``) instead of in this process.
+    ``tta``: flip averaging (``engine.segment_study``); ``outputs.uncertainty`` asks for the flips' disagreement."""
     from LambdaSegmentLib.io import load_study
 
     check_outputs(inputs, outputs)
@@ -104,7 +109,7 @@ def segment_case(
         resample_to_dwi=inputs.resample_to_dwi,
     )
     segmentation = segment_study(study, package, device=device, memory_budget_gb=memory_budget_gb, progress=progress,
-                                 precision=precision)
+                                 precision=precision, tta=tta, uncertainty=outputs.uncertainty is not None)
     report, page = write_case_outputs(case, study, segmentation, package, outputs, pages=pages)
     if page is not None:
         page.wait()
@@ -142,7 +147,11 @@ def write_case_outputs(
         threshold=segmentation.threshold,
         study_info={"b_value": study.b_value, "adc_unit_detected": study.adc_unit_detected,
                     "warnings": list(getattr(study, "warnings", ())), **outputs.extra},
+        probability=segmentation.probability,
+        adc=study.adc,
+        low_confidence_below=package.low_confidence_below,
     )
+    report["test_time_flips"] = {"averaged": segmentation.tta, "flips": list(segmentation.flips)}
     report["outputs"] = {"mask": str(outputs.mask)}
     for path in outputs.all_paths():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +159,11 @@ def write_case_outputs(
     if outputs.probability is not None:
         write_volume(segmentation.probability, outputs.probability, overwrite=outputs.overwrite)
         report["outputs"]["probability"] = str(outputs.probability)
+    if outputs.uncertainty is not None:
+        if segmentation.disagreement is None:
+            raise BadInputError(outputs.uncertainty, "no disagreement map: the segmentation ran without uncertainty=True")
+        write_volume(segmentation.disagreement, outputs.uncertainty, overwrite=outputs.overwrite)
+        report["outputs"]["uncertainty"] = str(outputs.uncertainty)
     paths = outputs.report_paths()
     if paths:
         report["outputs"].update({kind: str(path) for kind, path in paths.items()})

@@ -41,6 +41,7 @@ def predict_with_lightning(
     figure_format: str,
     overwrite: bool,
     precision: str = "auto",
+    tta: bool | None = None,
 ) -> dict[str, dict[str, Any]] | None:
     """Segment ``cases`` through ``Trainer.predict``.
 
@@ -63,7 +64,7 @@ def predict_with_lightning(
 
         def predict_step(self, item: dict[str, Any], batch_idx: int) -> dict[str, Any]:
             finish = start_item(item, package, output_dir, device=str(self.device), memory_budget_gb=memory_budget_gb,
-                                figure_format=figure_format, overwrite=overwrite, precision=precision)
+                                figure_format=figure_format, overwrite=overwrite, precision=precision, tta=tta)
             return finish()  # no page helper here: the page is already drawn
 
     accelerator = "cpu" if device == "cpu" else "auto"

@@ -11,7 +11,17 @@ different result.
 Inference runs under ``torch.inference_mode``. On CUDA it autocasts to bfloat16 (not yet
 measured against float32 on a GPU in this project: ``benchmarks/inference_precision.py``
 does that when run on a GPU machine); CPU and MPS run in float32. CPU inference is
-deterministic: no sampling, no test-time augmentation, the same kernels for the same shapes.
+deterministic: no sampling, the same kernels for the same shapes.
+
+Test-time flips (off by default; ``tta=True``, or a manifest whose ``postprocessing`` says
+``"test_time_flips": true``): the stack is also run mirrored along each in-plane axis
+(``tta_flips``), each output is mirrored back onto the unflipped stack, and the
+probability is the mean of the passes. Flips are in-plane only: the slice axis is never
+reversed (the model sees slices along the acquisition's slice axis). The model's stack is
+already in display orientation (``preprocessing.slice_stack``), so the mirror of an axial or
+coronal study's left-right axis is found from the DWI's direction matrix, not from the
+array's storage order. ``uncertainty=True`` runs the same passes and returns their
+disagreement (the voxel-wise standard deviation of the passes' probabilities).
 """
 
 from __future__ import annotations
@@ -28,11 +38,14 @@ from torch import nn
 
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.preprocessing.prepare import PreparedInput
 
 from .devices import describe_device, resolve_device
 from .memory import bytes_per_slice, default_memory_budget_bytes, max_slices_per_pass, parameter_bytes
 from .package import ModelPackage, load_model_package
 from .slabs import Slab, plan_slabs
+
+ANATOMICAL_AXES = ("left-right", "anterior-posterior", "superior-inferior")  # LPS x, y, z
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each slab (``total`` slabs)."""
@@ -48,7 +61,12 @@ class Segmentation:
         seconds: wall time of preprocessing, inference and resampling back.
         device: the device that ran the model, e.g. ``cpu`` or ``cuda:0 (NVIDIA H100)``.
         threshold: the package's threshold that made ``mask``.
-        num_slabs: forward passes used (1 = the whole stack at once).
+        num_slabs: forward passes used per flip (1 = the whole stack at once).
+        flips: the test-time flips run, by the anatomical axis each mirrors ("none" = as
+            acquired); ``("none",)`` without flips.
+        tta: whether ``probability`` is the mean over ``flips`` (else the unflipped pass).
+        disagreement: with ``uncertainty=True``, the standard deviation over ``flips`` of the
+            probability (0–0.5), float32 on the DWI grid; else None.
     """
 
     probability: Volume
@@ -57,6 +75,78 @@ class Segmentation:
     device: str
     threshold: float
     num_slabs: int
+    flips: tuple[str, ...] = ("none",)
+    tta: bool = False
+    disagreement: Volume | None = None
+
+
+@dataclass(frozen=True)
+class StackFlip:
+    """A test-time flip of the model's (t, h, w) stack.
+
+    Attributes:
+        name: the anatomical axis mirrored (one of ``ANATOMICAL_AXES``), or "none".
+        axes: stack axes reversed (1 = h, 2 = w); () for "none".
+    """
+
+    name: str
+    axes: tuple[int, ...]
+
+
+def tta_flips(prepared: PreparedInput) -> list[StackFlip]:
+    """No flip, then a mirror of each in-plane stack axis, named by the patient axis (LPS) it
+    runs along most: for axial and coronal studies one of them is the left-right mirror, for
+    a sagittal one (left-right is the slice axis, never flipped) neither is."""
+    grid = prepared.grid
+    flips = [StackFlip("none", ())]
+    for position in (2, 1):  # w first: the left-right axis of axial and coronal stacks
+        column = grid.dwi_grid.direction[:, grid.axes_thw[position]]
+        flips.append(StackFlip(ANATOMICAL_AXES[int(np.argmax(np.abs(column)))], (position,)))
+    return flips
+
+
+def postprocessing_flips(manifest: dict) -> bool:
+    """Whether the manifest turns test-time flips on by default (``postprocessing.test_time_flips``)."""
+    return bool((manifest.get("postprocessing") or {}).get("test_time_flips", False))
+
+
+def predict_over_flips(
+    model: nn.Module,
+    channels: np.ndarray,
+    flips: list[StackFlip],
+    *,
+    device: torch.device,
+    slabs: list[Slab] | None = None,
+    progress: Progress | None = None,
+    precision: str = "auto",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each flip's probability, mirrored back onto the unflipped stack.
+
+    Args:
+        channels: float32 (c, t, h, w), as ``predict_probability``.
+        flips: from ``tta_flips``; the first is normally "none".
+
+    Returns:
+        (first flip's probability, mean over the flips, standard deviation over the flips),
+        each float32 (t, h, w) on the unflipped stack.
+    """
+    total = len(flips) * len(slabs or [None])
+    running = np.zeros(channels.shape[1:], dtype=np.float64)
+    squares = np.zeros(channels.shape[1:], dtype=np.float64)
+    first = None
+    for n, flip in enumerate(flips):
+        done_before = n * (total // len(flips))
+        step = None if progress is None else (lambda done, _total, before=done_before: progress(before + done, total))
+        mirrored = np.flip(channels, axis=tuple(axis + 1 for axis in flip.axes)) if flip.axes else channels
+        probability = predict_probability(model, np.ascontiguousarray(mirrored), device=device, slabs=slabs,
+                                          progress=step, precision=precision)
+        probability = np.flip(probability, axis=flip.axes) if flip.axes else probability  # back onto the stack
+        first = probability if first is None else first
+        running += probability
+        squares += np.square(probability, dtype=np.float64)
+    mean = running / len(flips)
+    spread = np.sqrt(np.clip(squares / len(flips) - mean**2, 0.0, None))
+    return np.ascontiguousarray(first), mean.astype(np.float32), spread.astype(np.float32)
 
 
 def predict_probability(
@@ -133,6 +223,8 @@ def segment_study(
     memory_budget_gb: float | None = None,
     progress: Progress | None = None,
     precision: str = "auto",
+    tta: bool | None = None,
+    uncertainty: bool = False,
 ) -> Segmentation:
     """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid.
 
@@ -144,6 +236,10 @@ def segment_study(
             device's memory (GPU) or of the machine's RAM (CPU).
         progress: called as ``progress(done, total)`` after each slab.
         precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
+        tta: average the probability over the test-time flips (``tta_flips``); None =
+            the manifest's ``postprocessing.test_time_flips`` (default off).
+        uncertainty: also return the flips' disagreement (runs the flips; the mask still
+            comes from the unflipped pass unless ``tta``).
     """
     from LambdaSegmentLib.preprocessing import prepare_input
 
@@ -155,7 +251,16 @@ def segment_study(
     budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
     model = inference_model(package.model, torch_device)
-    probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress, precision=precision)
+    tta = postprocessing_flips(package.manifest) if tta is None else bool(tta)
+    if tta or uncertainty:
+        flips = tta_flips(prepared)
+        first, mean, spread = predict_over_flips(model, channels, flips, device=torch_device, slabs=slabs,
+                                                 progress=progress, precision=precision)
+        probability = mean if tta else first
+    else:
+        flips, spread = [StackFlip("none", ())], None
+        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress,
+                                          precision=precision)
     non_finite = int(np.count_nonzero(~np.isfinite(probability)))
     if non_finite:
         # Never threshold NaN into a mask that looks like an answer.
@@ -168,6 +273,9 @@ def segment_study(
     values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
     probability_volume = probability_volume.with_array(values)
     mask = probability_volume.with_array((values >= package.threshold).astype(np.uint8))
+    disagreement = prepared.to_dwi_grid(spread) if uncertainty and spread is not None else None
+    if disagreement is not None:
+        disagreement = disagreement.with_array(np.clip(np.asarray(disagreement.array), 0.0, 0.5).astype(np.float32))
     return Segmentation(
         probability=probability_volume,
         mask=mask,
@@ -175,4 +283,7 @@ def segment_study(
         device=describe_device(torch_device),
         threshold=package.threshold,
         num_slabs=len(slabs),
+        flips=tuple(flip.name for flip in flips),
+        tta=tta,
+        disagreement=disagreement,
     )

@@ -10,6 +10,9 @@ manifest (nnU-Net "plans" style) carries everything inference must re-apply exac
 - ``slice_context``: T, slices the model saw per training sample
 - ``threshold``: probability at and above which a voxel is infarct
 - ``weights_file``, ``weights_sha256``: the state dict (``torch.save``) and its SHA-256
+- optional ``low_confidence_mean_probability`` (with ``low_confidence_rule``, how it was chosen):
+  lesions whose mean probability is below it are flagged for review
+- optional ``postprocessing``: ``{"test_time_flips": true}`` turns flip TTA on by default
 
 Loading never unpickles arbitrary objects (``torch.load(weights_only=True)``) and
 refuses weights whose SHA-256 differs from the manifest's.
@@ -64,6 +67,14 @@ class ModelPackage:
     @property
     def threshold(self) -> float:
         return float(self.manifest["threshold"])
+
+    @property
+    def low_confidence_below(self) -> float | None:
+        """Mean lesion probability below which a lesion is flagged low-confidence (the manifest's
+        ``low_confidence_mean_probability``, chosen on validation data by
+        ``scripts/choose_confidence_threshold.py``); None when the package has none."""
+        value = self.manifest.get("low_confidence_mean_probability")
+        return None if value is None else float(value)
 
     @property
     def slice_receptive_radius(self) -> int:

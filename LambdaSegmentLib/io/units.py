@@ -20,6 +20,10 @@ from .volume import Volume
 #: Factor that converts an ADC in the named unit into 10⁻³ mm²/s.
 ADC_UNIT_TO_CANONICAL: dict[str, float] = {"mm2/s": 1000.0, "1e-3 mm2/s": 1.0, "1e-6 mm2/s": 0.001}
 
+#: The ischemic-core criterion of the thrombectomy trials (DEFUSE 3, commercial RAPID):
+#: ADC < 620 x 10⁻⁶ mm²/s, here in the canonical 10⁻³ mm²/s.
+ADC_CORE_THRESHOLD = 0.62
+
 #: Plausible median brain ADC, in 10⁻³ mm²/s (white matter 0.7 … CSF-rich brains near 3).
 PLAUSIBLE_BRAIN_MEDIAN_ADC = (0.3, 3.0)
 

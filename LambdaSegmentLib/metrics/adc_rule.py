@@ -12,8 +12,7 @@ import numpy as np
 
 from LambdaSegmentLib.io import Study, Volume
 from LambdaSegmentLib.io.foreground import brain_foreground
-
-ADC_CORE_THRESHOLD = 0.62  # 10⁻³ mm²/s
+from LambdaSegmentLib.io.units import ADC_CORE_THRESHOLD  # 10⁻³ mm²/s
 DWI_BRIGHTNESS_FACTOR = 1.2  # × brain median
 
 

@@ -17,9 +17,10 @@ import SimpleITK as sitk
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io import Volume
 
-from .summary import DISCLAIMER, RADIOLOGICAL_CONVENTION
+from .summary import ADC_CORE_NOTE, CONFIDENCE_NOTE, DISCLAIMER, RADIOLOGICAL_CONVENTION
 
 MAX_PANELS = 12
+MAX_TABLE_LESIONS = 10  # the page lists the largest lesions; the JSON and CSV list all
 PAGE_INCHES = (8.27, 11.69)  # A4 portrait
 PNG_COMPRESS_LEVEL = 3  # zlib level; Pillow's default 6 encodes the page ~2.5x slower for a ~5 % smaller file
 
@@ -61,12 +62,42 @@ def numbers_text(report: Mapping[str, Any]) -> str:
         f"Infarct volume: {report['infarct_volume_ml']:.2f} mL    lesions: {report['lesion_count']}    "
         f"largest: {report['largest_lesion_ml']:.2f} mL",
         f"Left hemisphere: {hemispheres.get('left', 0.0):.2f} mL    right hemisphere: {hemispheres.get('right', 0.0):.2f} mL",
+        f"ADC core (ADC < 620 x 10^-6 mm²/s inside the predicted infarct): {_number(report.get('adc_core_ml'), ' mL')}",
         f"Model: {model['name']} {model['version']} (SHA-256 {str(model['sha256'])[:12]}…)    threshold {report['threshold']:g}",
         f"Device: {report['device']}    time: {report['seconds']:.1f} s    {report['software']}    {report['created']}",
     ]
     for entry in report["input_files"]:
         digest = f"SHA-256 {entry['sha256'][:12]}…" if entry["sha256"] else "in memory, not hashed"
         lines.append(f"{entry['role']}: {Path(entry['path']).name}  ({digest})")
+    return "\n".join(lines)
+
+
+def _number(value: float | None, unit: str = "", digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def lesion_table_text(report: Mapping[str, Any], limit: int = MAX_TABLE_LESIONS) -> str:
+    """The page's lesion table: the ``limit`` largest lesions, low-confidence ones marked "*"."""
+    lesions = report["lesions"]
+    if not lesions:
+        return "Lesions: none"
+    threshold = report.get("low_confidence_mean_probability")
+    mark = (f"* = low confidence (mean probability < {threshold:.4g})" if threshold is not None
+            else "low-confidence threshold not set for this model")
+    shown = f"the {limit} largest of {len(lesions)}" if len(lesions) > limit else f"all {len(lesions)}"
+    lines = [f"Lesions ({shown}; {mark})",
+             f"{'#':>3s}  {'mL':>7s} {'core mL':>7s} {'slices':>7s}  {'side':5s} {'mean p':>6s} {'max p':>5s} "
+             f"{'ADC 10^-6':>9s}  centroid RAS mm"]
+    for lesion in lesions[:limit]:
+        flag = "*" if lesion["low_confidence"] else " "
+        slices = f"{lesion['first_slice']}-{lesion['last_slice']}"
+        centre = ", ".join(str(int(round(c))) for c in lesion["centroid_ras_mm"])
+        adc = "n/a" if lesion["mean_adc_1e6_mm2_s"] is None else f"{lesion['mean_adc_1e6_mm2_s']:.0f}"
+        lines.append(
+            f"{lesion['label']:>2d}{flag}  {lesion['volume_ml']:7.2f} {_number(lesion['adc_core_ml']):>7s} {slices:>7s}  "
+            f"{lesion['hemisphere']:5s} {_number(lesion['mean_probability']):>6s} {_number(lesion['max_probability']):>5s} "
+            f"{adc:>9s}  ({centre})"
+        )
     return "\n".join(lines)
 
 
@@ -102,7 +133,10 @@ def write_report_figure(
     low, high = np.percentile(images, [1, 99.5]) if images.size else (0.0, 1.0)
     columns = 4
     rows = max(1, int(np.ceil(len(shown) / columns)))
-    top = 0.80 - 0.012 * max(0, len(report["input_files"]) - 2)
+    table = lesion_table_text(report)
+    table_top = 0.80 - 0.012 * max(0, len(report["input_files"]) - 2)
+    figure.text(0.04, table_top, table, ha="left", va="top", fontsize=7.5, family="monospace")
+    top = table_top - 0.0115 * (table.count("\n") + 1) - 0.02
     grid = figure.add_gridspec(rows, columns, left=0.03, right=0.97, bottom=max(0.30, top - 0.2 * rows), top=top,
                                hspace=0.15, wspace=0.05)
     for panel, n in enumerate(shown):
@@ -117,14 +151,15 @@ def write_report_figure(
         axes.text(0.98, 0.5, right_label, transform=axes.transAxes, color="yellow", fontsize=8, va="center", ha="right")
         axes.set_xticks([])
         axes.set_yticks([])
-    chart = figure.add_axes((0.1, 0.11, 0.85, 0.13))
+    chart = figure.add_axes((0.1, 0.125, 0.85, 0.12))
     chart.bar(np.arange(len(areas)), areas, color="firebrick", width=0.8)
     chart.set_xlabel("slice (as stored)", fontsize=8)
     chart.set_ylabel("infarct area (mm²)", fontsize=8)
     chart.tick_params(labelsize=7)
     chart.set_xlim(-0.5, len(areas) - 0.5)
-    figure.text(0.5, 0.05, RADIOLOGICAL_CONVENTION + ".\nRed: predicted infarct. Slices along the acquisition's slice axis, "
-                "numbered as stored; areas in mm².", ha="center", va="center", fontsize=8.5)
+    figure.text(0.5, 0.058, RADIOLOGICAL_CONVENTION + ".\nRed: predicted infarct. Slices along the acquisition's slice axis, "
+                "numbered as stored; areas in mm².\n" + ADC_CORE_NOTE + ".\n" + CONFIDENCE_NOTE + ".",
+                ha="center", va="center", fontsize=7.5, wrap=True)
     figure.text(0.5, 0.015, DISCLAIMER + ". Not for diagnosis or treatment decisions.", ha="center", fontsize=8.5, color="darkred")
 
     path.parent.mkdir(parents=True, exist_ok=True)

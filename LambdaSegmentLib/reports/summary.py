@@ -16,6 +16,11 @@ from LambdaSegmentLib import __version__
 from LambdaSegmentLib.io import Volume
 
 DISCLAIMER = "Research use only — not a medical device"
+ADC_CORE_NOTE = (
+    "ADC core: voxels of the predicted infarct with ADC < 620 x 10^-6 mm²/s (diffusion criterion of "
+    "thrombectomy trials); not a perfusion measure"
+)
+CONFIDENCE_NOTE = "Confidence: the model's mean output probability over a lesion, not a calibrated risk"
 RADIOLOGICAL_CONVENTION = "Radiological convention: patient left on image right (R on image left, L on image right)"
 
 
@@ -50,6 +55,9 @@ def build_report(
     seconds: float,
     threshold: float,
     study_info: Mapping[str, Any] | None = None,
+    probability: Volume | None = None,
+    adc: Volume | None = None,
+    low_confidence_below: float | None = None,
 ) -> dict[str, Any]:
     """The report of one segmented study.
 
@@ -62,14 +70,17 @@ def build_report(
         seconds: wall time of the segmentation.
         threshold: probability threshold that made the mask.
         study_info: extra facts about the input (b-value, detected ADC unit), copied as is.
+        probability, adc, low_confidence_below: for the per-lesion table
+            (``lesions.lesion_table``): the model's probability and the ADC in 10^-3 mm^2/s
+            on the mask's grid, and the manifest's low-confidence threshold.
 
     Returns:
         A JSON-serialisable dict; volumes in mL, areas in mm^2, positions in LPS mm.
     """
-    from LambdaSegmentLib.lesions import connected_lesions, hemisphere_volumes_ml, lesion_volume_ml, slice_areas_mm2
+    from LambdaSegmentLib.lesions import hemisphere_volumes_ml, lesion_table, lesion_volume_ml, slice_areas_mm2, total_adc_core_ml
     from LambdaSegmentLib.preprocessing import find_slice_axis
 
-    lesions = connected_lesions(mask)
+    lesions = lesion_table(mask, probability=probability, adc=adc, low_confidence_below=low_confidence_below)
     slice_axis = int(find_slice_axis(mask))
     return {
         "case": case,
@@ -94,14 +105,10 @@ def build_report(
         "lesion_count": len(lesions),
         "largest_lesion_ml": float(max((lesion.volume_ml for lesion in lesions), default=0.0)),
         "hemisphere_volumes_ml": {side: float(v) for side, v in hemisphere_volumes_ml(mask).items()},
-        "lesions": [
-            {
-                "label": int(lesion.label),
-                "volume_ml": float(lesion.volume_ml),
-                "voxels": int(lesion.voxels),
-                "centroid_lps_mm": [float(c) for c in lesion.centroid_lps],
-            }
-            for lesion in lesions
-        ],
+        "adc_core_ml": total_adc_core_ml(lesions),
+        "adc_core_note": ADC_CORE_NOTE,
+        "low_confidence_mean_probability": low_confidence_below,
+        "confidence_note": CONFIDENCE_NOTE,
+        "lesions": [lesion.as_dict() for lesion in lesions],
         "slice_areas_mm2": [float(a) for a in slice_areas_mm2(mask, slice_axis=slice_axis)],
     }

@@ -11,9 +11,41 @@ from typing import Any, Iterable, Mapping
 
 from LambdaSegmentLib.errors import BadInputError
 
-SUMMARY_COLUMNS = ("case", "volume_ml", "lesion_count", "seconds", "status", "error", "warnings")
+SUMMARY_COLUMNS = ("case", "volume_ml", "lesion_count", "adc_core_ml", "seconds", "status", "error", "warnings")
 #: Joins several warnings of one case in a CSV cell.
 WARNINGS_SEPARATOR = " | "
+#: Per-lesion columns of the report CSV (one row per lesion), from the report's ``lesions``.
+LESION_COLUMNS = {
+    "lesion_label": "label", "lesion_volume_ml": "volume_ml", "lesion_first_slice": "first_slice",
+    "lesion_last_slice": "last_slice", "lesion_centroid_ras_mm": "centroid_ras_mm",
+    "lesion_centroid_lps_mm": "centroid_lps_mm", "lesion_hemisphere": "hemisphere",
+    "lesion_mean_probability": "mean_probability", "lesion_max_probability": "max_probability",
+    "lesion_mean_adc_1e6_mm2_s": "mean_adc_1e6_mm2_s", "lesion_adc_core_ml": "adc_core_ml",
+    "lesion_low_confidence": "low_confidence",
+}
+
+
+def optional_number(value: float | None, digits: int = 4) -> str:
+    """A number for CSV, or "" when it is unknown (None)."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def lesion_cells(lesion: Mapping[str, Any] | None) -> dict[str, str]:
+    """One lesion of the report as CSV cells (all empty for None: a report without lesions)."""
+    if lesion is None:
+        return {column: "" for column in LESION_COLUMNS}
+    cells = {}
+    for column, key in LESION_COLUMNS.items():
+        value = lesion[key]
+        if isinstance(value, list):
+            cells[column] = ";".join(f"{c:.2f}" for c in value)
+        elif isinstance(value, bool) or value is None:
+            cells[column] = "" if value is None else str(value).lower()
+        elif isinstance(value, float):
+            cells[column] = optional_number(value)
+        else:
+            cells[column] = str(value)
+    return cells
 
 
 def write_text_atomically(text: str, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -45,6 +77,8 @@ def report_row(report: Mapping[str, Any]) -> dict[str, str]:
         "largest_lesion_ml": f"{report['largest_lesion_ml']:.4f}",
         "left_hemisphere_ml": f"{report['hemisphere_volumes_ml'].get('left', 0.0):.4f}",
         "right_hemisphere_ml": f"{report['hemisphere_volumes_ml'].get('right', 0.0):.4f}",
+        "adc_core_ml": optional_number(report.get("adc_core_ml")),
+        "low_confidence_mean_probability": optional_number(report.get("low_confidence_mean_probability")),
         "model_name": str(report["model"]["name"]),
         "model_version": str(report["model"]["version"]),
         "model_sha256": str(report["model"]["sha256"]),
@@ -65,8 +99,11 @@ def write_report_json(report: Mapping[str, Any], path: str | Path, *, overwrite:
 
 
 def write_report_csv(report: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """The report as CSV: one row per lesion (the lesion table), the case's columns repeated on
+    each; one row with empty lesion columns when there is no lesion."""
     row = report_row(report)
-    return write_text_atomically(csv_text([row], list(row)), path, overwrite=overwrite)
+    rows = [{**row, **lesion_cells(lesion)} for lesion in report["lesions"] or [None]]
+    return write_text_atomically(csv_text(rows, list(rows[0])), path, overwrite=overwrite)
 
 
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: list[str]) -> str:

@@ -60,12 +60,52 @@ def test_segment_writes_a_mask_on_the_dwi_grid_and_a_report_whose_numbers_are_th
     assert report["disclaimer"] == "Research use only — not a medical device"
 
     with open(report_path.with_suffix(".csv"), newline="") as stream:
-        (row,) = list(csv.DictReader(stream))
+        rows = list(csv.DictReader(stream))
+    assert len(rows) == max(1, report["lesion_count"])  # one row per lesion
+    row = rows[0]
     assert float(row["infarct_volume_ml"]) == pytest.approx(report["infarct_volume_ml"], abs=1e-4)
     assert int(row["lesion_count"]) == report["lesion_count"]
     assert row["dwi_sha256"] == sha256(study.dwi)
     assert len(row["slice_areas_mm2"].split(";")) == len(report["slice_areas_mm2"])
     assert report_path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tta_and_uncertainty_write_the_disagreement_map_on_the_dwi_grid_and_the_table_uses_the_averaged_map(
+    axial_study: StudyFiles, model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", out / "mask.nii.gz",
+                           "--probability", out / "probability.nii.gz", "--uncertainty", out / "doubt.nii.gz",
+                           "--report", out / "case.json", "--tta", "--model", model_dir, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "averaged over 3 flips" in result.stdout and "ADC core" in result.stdout
+    assert_same_grid(sitk.ReadImage(str(out / "doubt.nii.gz")), sitk.ReadImage(str(axial_study.dwi)))
+    doubt = np.asarray(read_volume(out / "doubt.nii.gz").array)
+    assert doubt.min() >= 0.0 and doubt.max() <= 0.5 and doubt.max() > 0.0  # an untrained net is not flip-symmetric
+    report = json.loads((out / "case.json").read_text(encoding="utf-8"))
+    assert report["test_time_flips"] == {"averaged": True, "flips": ["none", "left-right", "anterior-posterior"]}
+    assert report["outputs"]["uncertainty"] == str(out / "doubt.nii.gz")
+    probability = np.asarray(read_volume(out / "probability.nii.gz").array, dtype=np.float64)
+    mask = np.asarray(read_volume(out / "mask.nii.gz").array) > 0
+    np.testing.assert_array_equal(mask, probability >= load_model_package(model_dir).threshold)
+    if report["lesions"]:
+        from LambdaSegmentLib.lesions import lesion_table
+
+        table = lesion_table(read_volume(out / "mask.nii.gz"), probability=read_volume(out / "probability.nii.gz"))
+        assert [l["mean_probability"] for l in report["lesions"]] == pytest.approx([r.mean_probability for r in table], abs=1e-6)
+
+
+def test_without_flags_nothing_is_flipped_and_an_uncertainty_path_is_checked_first(
+    axial_study: StudyFiles, model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", out / "mask.nii.gz",
+                           "--report", out / "case.json", "--model", model_dir, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "case.json").read_text(encoding="utf-8"))["test_time_flips"] == {"averaged": False, "flips": ["none"]}
+    bad = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", out / "mask2.nii.gz",
+                        "--uncertainty", out / "doubt.txt", "--model", model_dir, "--device", "cpu")
+    assert bad.returncode == 2 and "doubt.txt" in bad.stderr and not (out / "mask2.nii.gz").exists()
 
 
 def test_slab_inference_through_the_cli_equals_one_pass(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -32,7 +32,7 @@ def bids_dataset(root: Path, subjects: list[str]) -> Path:
 def read_summary(output_dir: Path) -> dict[str, dict[str, str]]:
     with open(output_dir / "summary.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
-    assert list(rows[0]) == ["case", "volume_ml", "lesion_count", "seconds", "status", "error", "warnings"]
+    assert list(rows[0]) == ["case", "volume_ml", "lesion_count", "adc_core_ml", "seconds", "status", "error", "warnings"]
     return {row["case"]: row for row in rows}
 
 
@@ -58,6 +58,7 @@ def test_batch_goes_on_past_a_broken_case_and_resumes_where_it_stopped(model_dir
         assert float(row["volume_ml"]) == pytest.approx(lesion_volume_ml(mask), abs=1e-4)
         assert int(row["lesion_count"]) == len(connected_lesions(mask))
         report = json.loads((output / case / f"{case}_report.json").read_text(encoding="utf-8"))
+        assert float(row["adc_core_ml"]) == pytest.approx(report["adc_core_ml"], abs=1e-4)
         assert report["case"] == case
         assert (output / case / f"{case}_report.png").is_file() and (output / case / f"{case}_report.csv").is_file()
     assert not list(output.glob(".*.partial"))

@@ -73,7 +73,10 @@ def test_csv_row_carries_the_json_numbers(tmp_path: Path) -> None:
     report = sample_report(two_lesion_mask(I_TOWARD_LEFT), tmp_path)
     write_report_json(report, tmp_path / "r.json")
     write_report_csv(report, tmp_path / "r.csv")
-    (row,) = read_csv(tmp_path / "r.csv")
+    rows = read_csv(tmp_path / "r.csv")
+    assert [int(r["lesion_label"]) for r in rows] == [1, 2]  # one row per lesion, the case's columns on each
+    assert [float(r["lesion_volume_ml"]) for r in rows] == pytest.approx([l["volume_ml"] for l in report["lesions"]], abs=1e-4)
+    row = rows[0]
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == report
     assert float(row["infarct_volume_ml"]) == pytest.approx(report["infarct_volume_ml"], abs=1e-4)
     assert float(row["left_hemisphere_ml"]) == pytest.approx(report["hemisphere_volumes_ml"]["left"], abs=1e-4)
@@ -125,3 +128,56 @@ def test_a_dicom_folder_is_hashed_by_names_and_contents(tmp_path: Path) -> None:
     (folder / "2.dcm").write_bytes(b"c")
     assert sha256_of_input(folder) != first
     assert sha256_of_input(tmp_path / "absent") is None
+
+
+def test_report_carries_the_lesion_table_and_the_adc_core_in_json_csv_and_on_the_page(tmp_path: Path) -> None:
+    from LambdaSegmentLib.lesions import lesion_table
+    from LambdaSegmentLib.reports.figure import lesion_table_text
+
+    mask = two_lesion_mask(I_TOWARD_RIGHT)
+    inside = np.asarray(mask.array) > 0
+    probability = mask.with_array(np.where(inside, 0.9, 0.1).astype(np.float32))
+    adc = mask.with_array(np.where(inside, 0.5, 0.8).astype(np.float32))  # 10^-3 mm^2/s: every lesion voxel is core
+    report = build_report(case="c", mask=mask, sources={"dwi": "<memory>"}, model={"name": "m", "version": "1", "sha256": "ab" * 32},
+                          device="cpu", seconds=1.0, threshold=0.5, probability=probability, adc=adc, low_confidence_below=0.95)
+    table = lesion_table(mask, probability=probability, adc=adc, low_confidence_below=0.95)
+    assert report["lesions"] == [row.as_dict() for row in table]
+    assert report["adc_core_ml"] == pytest.approx(report["infarct_volume_ml"])  # all lesion voxels below 620e-6
+    assert report["low_confidence_mean_probability"] == 0.95
+    assert all(lesion["low_confidence"] for lesion in report["lesions"])  # mean 0.9 < 0.95
+    assert "not a perfusion measure" in report["adc_core_note"] and "not a calibrated risk" in report["confidence_note"]
+    write_report_csv(report, tmp_path / "r.csv")
+    rows = read_csv(tmp_path / "r.csv")
+    assert float(rows[0]["adc_core_ml"]) == pytest.approx(report["adc_core_ml"], abs=1e-4)
+    assert [r["lesion_low_confidence"] for r in rows] == ["true", "true"]
+    assert [float(r["lesion_adc_core_ml"]) for r in rows] == pytest.approx([row.adc_core_ml for row in table], abs=1e-4)
+    assert [float(c) for c in rows[0]["lesion_centroid_ras_mm"].split(";")] == pytest.approx(table[0].centroid_ras_mm, abs=0.01)
+    text = lesion_table_text(report)
+    assert text.splitlines()[2].startswith(" 1*") and "low confidence" in text
+
+
+def test_a_report_without_lesions_gives_one_csv_row_and_a_page_says_none(tmp_path: Path) -> None:
+    from LambdaSegmentLib.reports.figure import lesion_table_text
+
+    mask = two_lesion_mask(I_TOWARD_LEFT)
+    empty = mask.with_array(np.zeros_like(mask.array))
+    report = build_report(case="c", mask=empty, sources={"dwi": "<memory>"}, model={"name": "m", "version": "1", "sha256": "ab"},
+                          device="cpu", seconds=1.0, threshold=0.5, adc=empty.with_array(np.full(empty.array.shape, 0.5, np.float32)))
+    assert report["adc_core_ml"] == 0.0 and report["lesions"] == []
+    write_report_csv(report, tmp_path / "r.csv")
+    (row,) = read_csv(tmp_path / "r.csv")
+    assert row["lesion_label"] == "" and row["adc_core_ml"] == "0.0000"
+    assert lesion_table_text(report) == "Lesions: none"
+
+
+def test_the_page_lists_at_most_the_ten_largest_lesions() -> None:
+    from LambdaSegmentLib.lesions import lesion_table
+    from LambdaSegmentLib.reports.figure import MAX_TABLE_LESIONS, lesion_table_text
+
+    mask = Volume(np.zeros((3, 40, 40), np.uint8), (1.0, 1.0, 1.0))
+    for n in range(12):
+        mask.array[1, 3 * n : 3 * n + 2, 0 : n + 1] = 1  # 12 lesions of 2 (n + 1) voxels
+    report = {"lesions": [row.as_dict() for row in lesion_table(mask)], "low_confidence_mean_probability": None}
+    lines = lesion_table_text(report).splitlines()
+    assert len(lines) == 2 + MAX_TABLE_LESIONS and "the 10 largest of 12" in lines[0]
+    assert [int(line[:3].strip(" *")) for line in lines[2:]] == list(range(1, 11))
