@@ -4,15 +4,31 @@ Pipeline (all randomness from ``numpy.random.default_rng(seed)``):
 1. Acquisition: in-plane spacing, slab thickness + gap, axial or oblique stack, FOV.
 2. Subject: a random pose and scale, a smooth elastic deformation and a ventricle
    enlargement map every thin sample of every slab into the MNI152 template.
-3. Tissue: GM/WM/CSF partial volumes there, with atrophy (GM boundary -> CSF); skull
-   and scalp shells for skull-on studies.
-4. Infarct (template space, inside arterial territories) and look-alikes: old infarcts
-   (tissue -> CSF, high ADC), white-matter T2 hyperintensities (bright b0, high ADC),
-   susceptibility pile-up near the skull base (bright DWI and b0, normal ADC) and
-   edge patches where b0 and b1000 disagree (low ADC, normal DWI).
+3. Tissue: GM/WM/CSF partial volumes there, sharpened (``tissue_sharpening``: the
+   population template is blurrier than one brain) and cut by thin sulcal CSF sheets
+   (``sulcal_csf``), with atrophy (GM boundary -> CSF); extra-axial CSF and a patchy
+   bright dura shell outside the surface, vessels in the sulci and along the surface;
+   skull and scalp shells for skull-on studies.
+4. Infarct (template space): a territorial lesion, a lacune, an embolic shower, a
+   whole-territory infarct (100-300 mL) or a real LESYMAP shape (``lesymap.py``), with the
+   one lesion signal model (``lesion_signal.py``: restricted core grading out to a
+   near-normal-ADC, still DWI-bright edge; older T2-bright parts; heterogeneity).
+   Look-alikes: old infarcts (tissue -> CSF, high ADC), white-matter T2
+   hyperintensities (bright b0, high ADC), susceptibility pile-up near the skull base,
+   the temporal and occipital poles and the inferior cerebellum (bright DWI up to ~8x,
+   ADC often low: b0 and b1000 distort differently, mostly bilateral) and edge patches
+   where b0 and b1000 disagree (low ADC, normal DWI).
 5. Physics: per compartment S0 and ADC with texture; S_b = sum f S0 exp(-b ADC);
-   slab averaging of S0 and S_b, PSF blur, bias field, Rician noise; ADC and eADC
-   from the noisy signals; skull stripping or background thresholding; unit.
+   slab averaging of S0 and S_b, b1000 misregistered against b0 by up to
+   ``b0_b1000_shift_mm``, PSF blur, bias field, Rician noise; ADC and eADC from the noisy
+   signals; skull stripping (a hard mask edge, sometimes a voxel wider than the brain:
+   ``mask_rim_voxels``) or background thresholding; unit.
+
+Every new feature has an option in :data:`DEFAULT_RANGES`; a probability of 0 (or
+``tissue_sharpening=1``, ``sulcal_csf=0``, ``mask_rim_voxels=0``, ``extra_axial_csf_mm=0``,
+``b0_b1000_shift_mm=0``) turns it off. ``_draw`` consumes one number whether an option is
+a range or fixed, so fixing a value does not shift the draws after it (turning a feature
+off skips its own random fields, which does).
 """
 
 from __future__ import annotations
@@ -52,29 +68,29 @@ DEFAULT_RANGES: dict[str, Any] = {
     "t2_shine_through": (0.0, 0.5),  # extra relative b0 rise in the lesion's older parts
     # lesion signal (lesion_signal.py): graded edge, DWI kept bright by S0, heterogeneity
     "edge_relative_adc": (0.85, 1.0),  # ADC / normal at the lesion edge
-    "lesion_grade_mm": (2.0, 8.0),  # depth over which the core grades out to the edge
+    "lesion_grade_mm": (3.0, 10.0),  # depth over which the core grades out to the edge
     "core_dwi_ratio": (1.5, 3.2),  # DWI / normal tissue in the core
     "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal tissue at the edge
-    "older_fraction": (0.0, 0.5),  # share of the lesion with pseudo-normalised ADC and T2 shine-through
+    "older_fraction": (0.0, 0.6),  # share of the lesion with pseudo-normalised ADC and T2 shine-through
     "lesion_heterogeneity": (0.03, 0.15),  # std of smooth multiplicative noise on the lesion signal
     # lesion shapes and sizes
     "massive_infarct_probability": 0.1,  # a territorial lesion becomes a 100-300 mL whole-territory infarct
     "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
     # skull-stripped edge, dura and vessels
-    "mask_rim_voxels": (0.0, 2.0),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
-    "extra_axial_csf_mm": (0.0, 2.0),  # subarachnoid CSF outside the template's brain surface
+    "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
+    "extra_axial_csf_mm": (0.5, 2.5),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
-    "b0_b1000_shift_mm": (0.0, 1.5),  # misregistration of b1000 against b0 along the rows (random sign)
+    "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
     # skull-base susceptibility (orbitofrontal, temporal poles, inferior cerebellum, occipital poles)
     "susceptibility_probability": 0.85,
     "susceptibility_bilateral_probability": 0.8,
-    "susceptibility_gain": (1.0, 9.0),  # peak DWI and b0 gain - 1 (drawn log-uniformly)
-    "susceptibility_adc_shift": (-0.35, 0.15),  # b1000 gain = b0 gain ** (1 - shift): < 0 lowers ADC
+    "susceptibility_gain": (1.0, 7.0),  # peak DWI gain - 1 (drawn log-uniformly)
+    "susceptibility_adc_shift": (-0.4, 0.1),  # b0 gain = DWI gain ** (1 + shift): < 0 lowers the ADC
     # sharper anatomy
-    "tissue_sharpening": (1.0, 2.5),  # power on the partial-volume fractions (1: the template's blur)
-    "sulcal_csf": (0.0, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
-    "cortical_s0": (1.1, 1.7),  # S0 of GM relative to WM (cortical ribbon brightness)
+    "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
+    "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
+    "cortical_s0": (1.2, 1.8),  # S0 of GM relative to WM (cortical ribbon brightness)
     "psf_sigma_voxels": (0.0, 0.5),  # in-plane EPI blur
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
@@ -112,9 +128,12 @@ class SyntheticStudy:
 
 
 def _draw(rng: np.random.Generator, value: Any) -> float:
+    # one uniform is consumed either way, so fixing one option (an ablation) leaves every
+    # other draw of the study unchanged
+    u = float(rng.random())
     if isinstance(value, (tuple, list)):
         lo, hi = value
-        return float(rng.uniform(lo, hi))
+        return float(lo + (hi - lo) * u)
     return float(value)
 
 
@@ -357,7 +376,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _surface_artefact_field(picks, rng.uniform(5.0, 14.0, len(picks)), rng.uniform(3.0, 10.0))
+        artefact = _surface_artefact_field(picks, rng.uniform(3.0, 10.0, len(picks)), rng.uniform(2.0, 6.0))
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
@@ -374,7 +393,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     sulcal = _draw(rng, options["sulcal_csf"])
     extra_axial = _draw(rng, options["extra_axial_csf_mm"])
     dura = bool(rng.random() < options["dura_probability"])
-    dura_s0, dura_adc, dura_offset = rng.uniform(1.0, 3.5), rng.uniform(0.3, 1.1), rng.uniform(-0.5, 1.5)
+    dura_s0, dura_adc, dura_offset = rng.uniform(1.5, 5.0), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
     vessels = bool(rng.random() < options["vessel_probability"])
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
@@ -393,7 +412,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     lesion_fraction = np.zeros(shape, np.float32)
     territory_map = np.zeros(shape, np.int16)
     texture_s0 = 1.0 + rng.uniform(0.03, 0.09) * smooth_noise(rng, shape, 1.5)
-    texture_adc = 1.0 + rng.uniform(0.02, 0.06) * smooth_noise(rng, shape, 1.5)
+    texture_adc = 1.0 + rng.uniform(0.03, 0.08) * smooth_noise(rng, shape, 1.5)
     # thin sheets (sulci: one noise's zero crossing) and lines (vessels: two noises' common
     # zero crossing) on the acquisition grid, ~2.5 mm scale
     sheet_sigma = 2.5 / in_plane
@@ -462,7 +481,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             outside = outside - csf_out
         if dura_patches is not None:
             # dura / partial-volume shell hugging the surface: bright b1000, low ADC
-            shell = outside * np.exp(-(((distance - dura_offset) / 1.0) ** 2)) * per_sample(dura_patches, k, n_sub, head)
+            shell = outside * np.exp(-(((distance - dura_offset) / 1.5) ** 2)) * per_sample(dura_patches, k, n_sub, head)
             signal_0 = signal_0 + shell * dura_s0
             signal_b = signal_b + shell * dura_s0 * np.exp(-bk * dura_adc)
         if vessel_map is not None:
@@ -477,8 +496,10 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             signal_0 = signal_0 + scalp * s0_scalp
             signal_b = signal_b + scalp * s0_scalp * np.exp(-bk * adc_scalp)
         if artefact is not None:
+            # b1000 gain exactly 1 + gain x field; b0's differs (b0/b1000 distortion mismatch):
+            # the ADC shifts by shift x ln(gain) / b (in 1e-3 mm^2/s per 1000 s/mm^2)
             gain = 1.0 + artefact_gain * artefact.sample(ijk)
-            signal_0, signal_b = signal_0 * gain, signal_b * gain ** (1.0 - artefact_adc_shift)
+            signal_0, signal_b = signal_0 * gain ** (1.0 + artefact_adc_shift), signal_b * gain
         weights = geometry.slab_weights
 
         def average(values: np.ndarray, outside: float = 0.0) -> np.ndarray:

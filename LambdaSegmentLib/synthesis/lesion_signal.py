@@ -36,11 +36,11 @@ from .fields import smooth_noise
 LESION_SIGNAL_DEFAULTS: dict[str, Any] = {
     "relative_adc": (0.45, 0.8),  # core ADC / normal ADC
     "edge_relative_adc": (0.85, 1.0),  # ADC / normal at the lesion's edge
-    "grade_mm": (2.0, 8.0),  # depth over which the core grades out to the edge
+    "grade_mm": (3.0, 10.0),  # depth over which the core grades out to the edge
     "core_dwi_ratio": (1.5, 3.2),  # DWI / normal in the core (S0 raised if the ADC drop gives less)
     "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal at the edge (at most the core's)
     "t2_shine_through": (0.0, 0.5),  # extra relative S0 rise in older parts
-    "older_fraction": (0.0, 0.5),  # share of the lesion that is older (pseudo-normalised ADC)
+    "older_fraction": (0.0, 0.6),  # share of the lesion that is older (pseudo-normalised ADC)
     "heterogeneity": (0.03, 0.15),  # std of the smooth multiplicative noise
     "texture_mm": 3.0,  # smoothing of that noise
     "reference_adc": 0.8,  # 1e-3 mm^2/s
