@@ -69,6 +69,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     # lesion signal (lesion_signal.py): graded edge, DWI kept bright by S0, heterogeneity
     "edge_relative_adc": (0.85, 1.0),  # ADC / normal at the lesion edge
     "lesion_grade_mm": (3.0, 10.0),  # depth over which the core grades out to the edge
+    "lesion_grade_reach": (0.6, 2.0),  # grading width / a component's own depth (> 1: small ones stay faint)
     "core_dwi_ratio": (1.5, 3.2),  # DWI / normal tissue in the core
     "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal tissue at the edge
     "older_fraction": (0.0, 0.6),  # share of the lesion with pseudo-normalised ADC and T2 shine-through
@@ -78,14 +79,14 @@ DEFAULT_RANGES: dict[str, Any] = {
     "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
     # skull-stripped edge, dura and vessels
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
-    "extra_axial_csf_mm": (0.5, 2.5),  # subarachnoid CSF outside the template's brain surface
+    "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
     "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
     # skull-base susceptibility (orbitofrontal, temporal poles, inferior cerebellum, occipital poles)
     "susceptibility_probability": 0.85,
     "susceptibility_bilateral_probability": 0.8,
-    "susceptibility_gain": (1.0, 7.0),  # peak DWI gain - 1 (drawn log-uniformly)
+    "susceptibility_gain": (1.5, 8.0),  # peak DWI gain - 1 (drawn log-uniformly)
     "susceptibility_adc_shift": (-0.4, 0.1),  # b0 gain = DWI gain ** (1 + shift): < 0 lowers the ADC
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
@@ -325,7 +326,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         massive = kind == "territorial" and hi >= 100.0 and bool(rng.random() < options["massive_infarct_probability"])
         signal = draw_lesion_signal_params(
             rng, relative_adc=options["relative_adc"], edge_relative_adc=options["edge_relative_adc"],
-            grade_mm=options["lesion_grade_mm"], core_dwi_ratio=options["core_dwi_ratio"],
+            grade_mm=options["lesion_grade_mm"], grade_reach=options["lesion_grade_reach"], core_dwi_ratio=options["core_dwi_ratio"],
             edge_dwi_ratio=options["edge_dwi_ratio"], t2_shine_through=options["t2_shine_through"],
             older_fraction=options["older_fraction"], heterogeneity=options["lesion_heterogeneity"],
         )
@@ -376,7 +377,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _surface_artefact_field(picks, rng.uniform(3.0, 10.0, len(picks)), rng.uniform(2.0, 6.0))
+        artefact = _surface_artefact_field(picks, rng.uniform(2.5, 7.0, len(picks)), rng.uniform(2.0, 6.0))
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
@@ -393,7 +394,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     sulcal = _draw(rng, options["sulcal_csf"])
     extra_axial = _draw(rng, options["extra_axial_csf_mm"])
     dura = bool(rng.random() < options["dura_probability"])
-    dura_s0, dura_adc, dura_offset = rng.uniform(1.5, 5.0), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
+    dura_s0, dura_adc, dura_offset = rng.uniform(1.0, 4.0), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
     vessels = bool(rng.random() < options["vessel_probability"])
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)

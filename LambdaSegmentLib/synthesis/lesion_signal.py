@@ -7,7 +7,9 @@ infarct into a real study (multiply the tissue's ADC by ``adc_factor`` and its b
 
 What it models (expert masks cover the whole DWI-hyperintense region, not just the core):
 - a restricted core (relative ADC ``relative_adc``, 0.45-0.8) that grades outwards over
-  ``grade_mm`` to a near-normal edge (``edge_relative_adc``, 0.85-1.0);
+  ``grade_mm`` to a near-normal edge (``edge_relative_adc``, 0.85-1.0); components shallower
+  than that grade over ``grade_reach`` x their own depth (< 1: a small lesion keeps its
+  core; > 1: it never reaches it and stays faint);
 - DWI that stays bright out to the edge: S0 is raised wherever the ADC drop alone would
   not reach the DWI ratio drawn for that depth (``edge_dwi_ratio`` at the edge,
   ``core_dwi_ratio`` in the core; a vasogenic / T2 component), so the outer part of an
@@ -37,6 +39,7 @@ LESION_SIGNAL_DEFAULTS: dict[str, Any] = {
     "relative_adc": (0.45, 0.8),  # core ADC / normal ADC
     "edge_relative_adc": (0.85, 1.0),  # ADC / normal at the lesion's edge
     "grade_mm": (3.0, 10.0),  # depth over which the core grades out to the edge
+    "grade_reach": (0.6, 2.0),  # grading width / the component's own depth, when that is less than grade_mm
     "core_dwi_ratio": (1.5, 3.2),  # DWI / normal in the core (S0 raised if the ADC drop gives less)
     "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal at the edge (at most the core's)
     "t2_shine_through": (0.0, 0.5),  # extra relative S0 rise in older parts
@@ -86,14 +89,16 @@ def lesion_signal(
     spacing = np.broadcast_to(np.asarray(spacing_mm, dtype=np.float64), (3,))
     p = draw_lesion_signal_params(rng, **params)
     inside = fraction >= 0.5
-    # depth (mm) under the lesion's edge, graded per component so that small lesions
-    # keep a core: the grading width never exceeds 60 % of the component's own depth
+    # depth (mm) under the lesion's edge, graded per component: a component shallower than
+    # grade_mm grades over grade_reach x its own depth, so with grade_reach < 1 a small
+    # lesion keeps a restricted core and with grade_reach > 1 it stays faint (real
+    # embolic dots are often only ~1.3x as bright as their surroundings)
     depth = ndimage.distance_transform_edt(inside, sampling=spacing).astype(np.float32)
     labels, n = ndimage.label(inside)
     grade = np.full(fraction.shape, p["grade_mm"], dtype=np.float32)
     if n:
         deepest = np.asarray(ndimage.maximum(depth, labels, np.arange(1, n + 1)), dtype=np.float32)
-        width = np.minimum(p["grade_mm"], np.maximum(0.6 * deepest, 0.5 * float(spacing.min())))
+        width = np.minimum(p["grade_mm"], np.maximum(p["grade_reach"] * deepest, 0.5 * float(spacing.min())))
         grade = np.where(labels > 0, np.concatenate([[p["grade_mm"]], width])[labels], grade)
     t = np.clip(depth / grade, 0.0, 1.0)
     t = t * t * (3.0 - 2.0 * t)  # smoothstep: 0 at the edge, 1 in the core

@@ -64,9 +64,11 @@ def test_lesion_signal_is_deterministic_and_keeps_a_core_in_small_lesions():
     first = lesion_signal(np.random.default_rng(4), fraction, 2.0)
     again = lesion_signal(np.random.default_rng(4), fraction, 2.0)
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
-    adc_factor, _ = lesion_signal(np.random.default_rng(4), fraction, 2.0, relative_adc=0.5, heterogeneity=0.0,
-                                  older_fraction=0.0, edge_relative_adc=0.95)
-    assert adc_factor[9, 9, 9] < 0.6  # the grading width shrinks with the lesion: a lacune is restricted
+    options = {"relative_adc": 0.5, "heterogeneity": 0.0, "older_fraction": 0.0, "edge_relative_adc": 0.95}
+    cored, _ = lesion_signal(np.random.default_rng(4), fraction, 2.0, **options, grade_reach=0.6)
+    assert cored[9, 9, 9] < 0.6  # the grading width shrinks with the lesion: a lacune keeps its core
+    faint, _ = lesion_signal(np.random.default_rng(4), fraction, 2.0, **options, grade_reach=2.0)
+    assert faint[9, 9, 9] > cored[9, 9, 9] + 0.15  # or it never reaches it (a fainter embolic dot)
     with pytest.raises(ValueError, match="unknown lesion signal parameter"):
         lesion_signal(np.random.default_rng(0), fraction, 2.0, relative=0.5)
 
