@@ -414,10 +414,10 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     territory_map = np.zeros(shape, np.int16)
     texture_s0 = 1.0 + rng.uniform(0.03, 0.09) * smooth_noise(rng, shape, 1.5)
     texture_adc = 1.0 + rng.uniform(0.03, 0.08) * smooth_noise(rng, shape, 1.5)
-    # thin sheets (sulci: one noise's zero crossing) and lines (vessels: two noises' common
-    # zero crossing) on the acquisition grid, ~2.5 mm scale
+    # thin sheets (sulci: one noise's zero crossing, ~4 mm scale, i.e. gyri ~8-10 mm wide)
+    # and lines (vessels: two noises' common zero crossing) on the acquisition grid
     sheet_sigma = 2.5 / in_plane
-    sulci = np.exp(-((smooth_noise(rng, shape, sheet_sigma) / 0.35) ** 2)) if sulcal > 0 else None
+    sulci = np.exp(-((smooth_noise(rng, shape, 4.0 / in_plane) / 0.25) ** 2)) if sulcal > 0 else None
     vessel_map = (np.exp(-((smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2)
                          - (smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2) if vessels else None)
     dura_patches = np.clip(0.6 + smooth_noise(rng, shape, 6.0 / in_plane), 0.0, 1.0) if dura else None
@@ -440,7 +440,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             gm, wm, csf = powered[0] / total, powered[1] / total, powered[2] / total
         if sulci is not None:
             # thin CSF sheets through the cortex (the template's sulci are averaged away)
-            move = sulcal * per_sample(sulci, k, n_sub, head) * gm * np.clip((distance + 30.0) / 10.0, 0.0, 1.0)
+            move = sulcal * per_sample(sulci, k, n_sub, head) * gm * np.clip((distance + 15.0) / 5.0, 0.0, 1.0)
             gm, csf = gm - move, csf + move
         # atrophy: grey matter at its CSF boundary turns into CSF (wider sulci)
         shrink = atrophy * gm * np.clip(1.0 - gm - wm, 0.0, 1.0) * 2.0
