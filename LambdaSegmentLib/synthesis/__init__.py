@@ -12,7 +12,7 @@ injecting synthetic infarcts into real images.
 from .acquisition import ADC_UNITS
 from .dataset import SyntheticStudies
 from .generator import DEFAULT_RANGES, SyntheticStudy, generate
-from .lesion_signal import LESION_SIGNAL_DEFAULTS, lesion_signal
+from .lesion_signal import LESION_SIGNAL_DEFAULTS, apply_lesion_signal, lesion_signal
 
-__all__ = ["ADC_UNITS", "DEFAULT_RANGES", "LESION_SIGNAL_DEFAULTS", "SyntheticStudies", "SyntheticStudy", "generate",
-           "lesion_signal"]
+__all__ = ["ADC_UNITS", "DEFAULT_RANGES", "LESION_SIGNAL_DEFAULTS", "SyntheticStudies", "SyntheticStudy",
+           "apply_lesion_signal", "generate", "lesion_signal"]

@@ -3,7 +3,7 @@
 ``lesion_signal(rng, lesion_fraction, spacing_mm, **params)`` works on any grid: the
 generator calls it on its 1 mm template crop, and the same call injects a synthetic
 infarct into a real study (multiply the tissue's ADC by ``adc_factor`` and its b0 by
-``s0_factor``; the DWI follows as S0 * exp(-b * ADC)).
+``s0_factor``; the DWI follows as S0 * exp(-b * ADC): ``apply_lesion_signal`` does exactly that).
 
 What it models (expert masks cover the whole DWI-hyperintense region, not just the core):
 - a restricted core (relative ADC ``relative_adc``, 0.45-0.8) that grades outwards over
@@ -120,3 +120,26 @@ def lesion_signal(
     adc_factor = 1.0 + fraction * (relative - 1.0)
     s0_factor = 1.0 + fraction * (s0 - 1.0)
     return adc_factor.astype(np.float32), s0_factor.astype(np.float32)
+
+
+def apply_lesion_signal(
+    dwi: np.ndarray, adc: np.ndarray, b_value: float, adc_factor: np.ndarray, s0_factor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A real study's DWI and ADC with an infarct put in through the signal equation.
+
+    S0 = DWI * exp(b * ADC) is recovered per voxel, then the lesion's ADC = ADC x
+    ``adc_factor`` and DWI = S0 x ``s0_factor`` x exp(-b x ADC_lesion), i.e.
+    DWI x ``s0_factor`` x exp(-b ADC (adc_factor - 1)).
+
+    Args:
+        dwi: (a, b, c) trace image at ``b_value`` (any scale).
+        adc: same shape, in 10^-3 mm^2/s.
+        b_value: s/mm^2.
+        adc_factor, s0_factor: from :func:`lesion_signal` on the same grid.
+    Returns:
+        (dwi, adc) float32, unchanged wherever both factors are 1.
+    """
+    adc = np.asarray(adc, dtype=np.float32)
+    new_adc = adc * adc_factor
+    new_dwi = np.asarray(dwi, dtype=np.float32) * s0_factor * np.exp(-b_value / 1000.0 * adc * (adc_factor - 1.0))
+    return new_dwi.astype(np.float32), new_adc.astype(np.float32)

@@ -9,7 +9,7 @@ from scipy import ndimage
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL
 from LambdaSegmentLib.synthesis import generate
-from LambdaSegmentLib.synthesis.lesion_signal import lesion_signal
+from LambdaSegmentLib.synthesis.lesion_signal import apply_lesion_signal, lesion_signal
 from LambdaSegmentLib.synthesis.lesymap import LESYMAP_ENV
 
 SMALL = {"in_plane_spacing_mm": 2.0, "fov_mm": (200.0, 200.0), "coverage_mm": (150.0, 150.0), "oblique_probability": 0.0}
@@ -71,6 +71,21 @@ def test_lesion_signal_is_deterministic_and_keeps_a_core_in_small_lesions():
     assert faint[9, 9, 9] > cored[9, 9, 9] + 0.15  # or it never reaches it (a fainter embolic dot)
     with pytest.raises(ValueError, match="unknown lesion signal parameter"):
         lesion_signal(np.random.default_rng(0), fraction, 2.0, relative=0.5)
+
+
+def test_injection_into_a_real_like_image_follows_the_signal_equation():
+    rng = np.random.default_rng(2)
+    adc = rng.uniform(0.7, 0.9, (24, 24, 24)).astype(np.float32)  # 1e-3 mm^2/s
+    s0 = rng.uniform(900, 1100, adc.shape).astype(np.float32)
+    dwi = s0 * np.exp(-adc)  # b = 1000
+    fraction = sphere(adc.shape, 8.0)
+    adc_factor, s0_factor = lesion_signal(rng, fraction, (2.0, 2.0, 2.0))
+    new_dwi, new_adc = apply_lesion_signal(dwi, adc, 1000.0, adc_factor, s0_factor)
+    outside = fraction == 0
+    assert np.array_equal(new_dwi[outside], dwi[outside]) and np.array_equal(new_adc[outside], adc[outside])
+    assert np.allclose(new_dwi, s0 * s0_factor * np.exp(-new_adc), rtol=1e-4)  # DWI = S0 exp(-b ADC)
+    core = fraction >= 1.0
+    assert np.median(new_adc[core] / adc[core]) < 0.95 and np.median(new_dwi[core] / dwi[core]) > 1.2
 
 
 def test_older_parts_pseudo_normalise_adc_and_stay_bright():
