@@ -86,7 +86,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     # skull-base susceptibility (orbitofrontal, temporal poles, inferior cerebellum, occipital poles)
     "susceptibility_probability": 0.85,
     "susceptibility_bilateral_probability": 0.8,
-    "susceptibility_gain": (1.5, 8.0),  # peak DWI gain - 1 (drawn log-uniformly)
+    "susceptibility_gain": (2.0, 8.0),  # peak DWI gain - 1 (drawn log-uniformly)
     "susceptibility_adc_shift": (-0.4, 0.1),  # b0 gain = DWI gain ** (1 + shift): < 0 lowers the ADC
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
@@ -377,7 +377,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _surface_artefact_field(picks, rng.uniform(2.5, 7.0, len(picks)), rng.uniform(2.0, 6.0))
+        artefact = _surface_artefact_field(picks, rng.uniform(2.0, 6.0, len(picks)), rng.uniform(2.0, 6.0))
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
