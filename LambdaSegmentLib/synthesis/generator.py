@@ -81,6 +81,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
     "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
+    "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
     "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
     # skull-base susceptibility (orbitofrontal, temporal poles, inferior cerebellum, occipital poles)
@@ -394,7 +395,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     sulcal = _draw(rng, options["sulcal_csf"])
     extra_axial = _draw(rng, options["extra_axial_csf_mm"])
     dura = bool(rng.random() < options["dura_probability"])
-    dura_s0, dura_adc, dura_offset = rng.uniform(1.0, 4.0), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
+    dura_s0, dura_adc, dura_offset = _draw(rng, options["dura_s0"]), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
     vessels = bool(rng.random() < options["vessel_probability"])
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
