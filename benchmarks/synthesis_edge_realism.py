@@ -3,8 +3,8 @@
     nice -n 10 .venv/bin/python benchmarks/synthesis_edge_realism.py --n 6 [--tag after] [--ranges '{"k": v}']
 
 For every study (real: the two cases in ``../shared/data/isles22``; synthetic: ``--n``
-skull-stripped studies at 2 mm isotropic, seeds 200.., kinds cycling embolic /
-territorial / lacunar / lesymap when available), with DWI divided by the brain median
+skull-stripped studies at 2 mm isotropic, seeds 200.., kinds cycling through ``--kinds``),
+with DWI divided by the brain median
 and ADC in 10^-3 mm^2/s, "depth" = distance (mm) from the brain-mask edge:
 
 - ``rim``: DWI median and 95th percentile, ADC median and fraction < 0.62, of the voxels
@@ -26,7 +26,9 @@ is removed before every statistic, and no lesion statistic of a real case is com
 are the generic ones stated in issue 13). Writes
 ``benchmarks/results/synthesis_edge_realism[_TAG].json`` and a synthetic montage
 ``benchmarks/results/synthesis_montage[_TAG].png``; the real-case montage goes to
-``/tmp`` only (ISLES'22 may not be redistributed).
+``/tmp`` only (ISLES'22 may not be redistributed). With ``--skull-on`` it also draws
+``benchmarks/results/synthesis_skull_on_large_infarcts[_TAG].png``: a skull-on 5 mm study
+with a whole-territory infarct (seed 25) and one with a LESYMAP shape (seed 31).
 """
 
 from __future__ import annotations
@@ -146,6 +148,40 @@ def montage(rows: list[tuple[str, np.ndarray, np.ndarray, list[int], np.ndarray 
     plt.close(figure)
 
 
+def skull_on_montage(path: Path) -> list[dict]:
+    """Three lesion slices each of two skull-on 5 mm studies: a whole-territory infarct and a LESYMAP shape."""
+    rows, facts = [], []
+    cases = ((25, {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0), "massive_infarct_probability": 1.0}),
+             (31, {"lesion_kind": "lesymap", "lesion_volume_ml": (20.0, 80.0)}))
+    for seed, ranges in cases:
+        study = generate(seed, in_plane_spacing_mm=1.8, slice_thickness_mm=5.0, skull_stripped=False,
+                         oblique_probability=0.0, coverage_mm=(150.0, 150.0), **ranges)
+        dwi, mask = study.dwi.array, study.mask.array > 0
+        adc = study.adc.array * ADC_UNIT_TO_CANONICAL[study.adc_unit]
+        median = float(np.median(dwi[study.tissue.array >= 2]))  # brain tissue: the scalp would bias a head median
+        lesion = study.params["lesion"]
+        facts.append({"seed": seed, "kind": lesion["kind"], "ml": round(lesion["volume_ml"], 1),
+                      "dwi_over_tissue_median": round(float(np.median(dwi[mask]) / median), 2),
+                      "adc_median": round(float(np.median(adc[mask])), 3)})
+        slices = np.nonzero(mask.reshape(mask.shape[0], -1).any(axis=1))[0]
+        for k in slices[[len(slices) // 4, len(slices) // 2, 3 * len(slices) // 4]]:
+            rows.append((f"seed {seed} {lesion['kind']} {lesion['volume_ml']:.0f} mL, slice {k}", dwi[k] / median, adc[k], mask[k]))
+    figure, axes = plt.subplots(2, 6, figsize=(18, 6.5))
+    for index, (title, dwi_n, adc, mask) in enumerate(rows):
+        row, column = divmod(index, 3)
+        axes[row, 2 * column].imshow(dwi_n, cmap="gray", vmin=0, vmax=4, origin="lower")
+        axes[row, 2 * column].contour(mask, levels=[0.5], colors="r", linewidths=0.5, origin="lower")
+        axes[row, 2 * column].set_title(title, fontsize=7)
+        axes[row, 2 * column + 1].imshow(adc, cmap="gray", vmin=0, vmax=2, origin="lower")
+    for axis in axes.flat:
+        axis.set_xticks([])
+        axis.set_yticks([])
+    figure.tight_layout()
+    figure.savefig(path, dpi=60)
+    plt.close(figure)
+    return facts
+
+
 def _summary(rows: list[dict]) -> dict:
     """Mean over studies of every numeric leaf."""
     keys = {(g, k) for row in rows for g, v in row.items() if isinstance(v, dict) for k in v}
@@ -164,12 +200,14 @@ def main() -> None:
     parser.add_argument("--tag", default="")
     parser.add_argument("--ranges", default="{}", help="JSON overrides of DEFAULT_RANGES (e.g. to ablate a feature)")
     parser.add_argument("--kinds", default="embolic,territorial,lacunar")
+    parser.add_argument("--skull-on", action="store_true", help="also the skull-on large-infarct montage")
     args = parser.parse_args()
     suffix = f"_{args.tag}" if args.tag else ""
     extra = json.loads(args.ranges)
     report: dict = {"command": "nice -n 10 .venv/bin/python benchmarks/synthesis_edge_realism.py " +
                     f"--n {args.n} --first-seed {args.first_seed}" + (f" --tag {args.tag}" if args.tag else "") +
-                    (f" --ranges '{args.ranges}'" if extra else "") + f" --kinds {args.kinds}",
+                    (f" --ranges '{args.ranges}'" if extra else "") + f" --kinds {args.kinds}" +
+                    (" --skull-on" if args.skull_on else ""),
                     "real": {}, "synthetic": []}
     real_rows = []
     for case in CASES:
@@ -205,6 +243,8 @@ def main() -> None:
                                        "massive_infarct_bulk_dwi": 3.0, "massive_infarct_bulk_adc": 0.8,
                                        "brain_median_adc": [1.05, 1.10]}
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.skull_on:
+        report["skull_on_large_infarcts"] = skull_on_montage(RESULTS / f"synthesis_skull_on_large_infarcts{suffix}.png")
     (RESULTS / f"synthesis_edge_realism{suffix}.json").write_text(json.dumps(report, indent=1) + "\n")
     montage(synthetic_rows, RESULTS / f"synthesis_montage{suffix}.png")
     if real_rows:
