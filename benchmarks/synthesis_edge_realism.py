@@ -18,6 +18,8 @@ and ADC in 10^-3 mm^2/s, "depth" = distance (mm) from the brain-mask edge:
 - ``cortex``: DWI median of the outer ribbon (depth 2-6 mm, ADC 0.5-1.5) over the deep
   tissue's (depth > 20 mm, ADC 0.5-1.2), the DWI 90th percentile at depth > 4 mm, and the
   ADC interquartile range of tissue (ADC < 1.5) at depth > 4 mm (gyral ADC contrast);
+- ``noise``: the standard deviation of ADC and DWI minus their 3x3 in-plane median in deep
+  tissue (depth > 20 mm, ADC 0.5-0.9), i.e. voxel-to-voxel noise rather than anatomy;
 - ``lesion`` (synthetic only): ADC median and IQR, DWI median, within the mask.
 
 Real cases are measured on lesion-free tissue only: the expert mask dilated by 2 voxels
@@ -106,6 +108,12 @@ def measure(dwi: Volume, adc: np.ndarray, exclude: np.ndarray, lesion: np.ndarra
         "dwi_gradient_per_mm": float(np.mean(np.hypot(*gradient)[deep])),
         "adc_gradient_per_mm": float(np.mean(np.hypot(*gradient_adc)[deep])),
         "dwi_high_frequency_fraction": float(np.mean(high[deep] ** 2) / np.var(dwi_n[deep])),
+    }
+    # voxel-to-voxel noise in deep tissue (no anatomy there to speak of): residual of a 3x3 in-plane median
+    white = ok & (depth > 20.0) & (adc > 0.5) & (adc < 0.9)
+    out["noise"] = {
+        "deep_adc_residual_std": float(np.std((adc - ndimage.median_filter(adc, size=(1, 3, 3)))[white])),
+        "deep_dwi_residual_std": float(np.std((dwi_n - ndimage.median_filter(dwi_n, size=(1, 3, 3)))[white])),
     }
     ribbon = ok & (depth > 2.0) & (depth <= 6.0) & (adc > 0.5) & (adc < 1.5)
     core = ok & (depth > 20.0) & (adc > 0.5) & (adc < 1.2)
