@@ -96,7 +96,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     "psf_sigma_voxels": (0.0, 0.5),  # in-plane EPI blur
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
-    "snr_b0": (8.0, 40.0),  # real ISLES ADC is 2-3x noisier voxel to voxel than 12-45 gave
+    "snr_b0": (8.0, 40.0),  # was 12-45; real ISLES ADC is still ~2x noisier voxel to voxel (synthesis_edge_realism)
     "b_value": (800.0, 1000.0),
     "adc_unit": None,  # one of ADC_UNITS, or None (random)
 }
