@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from LambdaSegmentLib.synthesis.lesymap import lesymap_path
 from LambdaSegmentLib.synthesis.template import atlas_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +19,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     # The atlas lives in ../shared (CC BY-SA, never committed), like the real case: skip cleanly without it.
     if item.get_closest_marker("needs_atlas") and not atlas_path().exists():
         pytest.skip(f"arterial-territory atlas not present at {atlas_path()}")
+    # the default ranges draw some lesion shapes from the LESYMAP masks, also in ../shared
+    if item.get_closest_marker("needs_atlas") and not (lesymap_path() / "ch2.nii.gz").exists():
+        pytest.skip(f"LESYMAP lesion masks not present at {lesymap_path()}")
 
 
 @pytest.fixture(autouse=True)

@@ -32,8 +32,9 @@ class CroppedField:
     """Values on template voxels ``start + stride * index`` (template 1 mm indices, x y z).
 
     Attributes:
-        values: float32 (x, y, z) field of the crop.
-        start: template voxel index of ``values[0, 0, 0]``.
+        values: float32 (x, y, z) field of the crop, or (c, x, y, z) for several channels
+            sampled at once (one interpolation for all of them).
+        start: template voxel index of ``values[..., 0, 0, 0]``.
         stride: template voxels per crop voxel (1 or 2).
     """
 
@@ -42,13 +43,17 @@ class CroppedField:
     stride: int
 
     def sample(self, template_ijk: np.ndarray) -> np.ndarray:
-        """Field at continuous template indices ``template_ijk`` (3, n), trilinear, 0 outside the crop."""
+        """Field at continuous template indices ``template_ijk`` (3, n), trilinear, 0 outside the crop.
+
+        Returns (n,) for a scalar field, (c, n) for a channel stack.
+        """
+        stack = self.values if self.values.ndim == 4 else self.values[None]
         local = (template_ijk - np.asarray(self.start, dtype=np.float32)[:, None]) / self.stride
-        inside = np.all((local > -1.0) & (local < np.asarray(self.values.shape, dtype=np.float32)[:, None]), axis=0)
-        out = np.zeros(template_ijk.shape[1], dtype=np.float32)
+        inside = np.all((local > -1.0) & (local < np.asarray(stack.shape[1:], dtype=np.float32)[:, None]), axis=0)
+        out = np.zeros((stack.shape[0], template_ijk.shape[1]), dtype=np.float32)
         if inside.any():
-            out[inside] = sample_channels(torch.from_numpy(np.ascontiguousarray(self.values))[None], local[:, inside])[0]
-        return out
+            out[:, inside] = sample_channels(torch.from_numpy(np.ascontiguousarray(stack)), local[:, inside])
+        return out if self.values.ndim == 4 else out[0]
 
 
 def smooth_noise(rng: np.random.Generator, shape: tuple[int, ...], sigma_voxels: float) -> np.ndarray:

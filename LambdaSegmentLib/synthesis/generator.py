@@ -4,15 +4,31 @@ Pipeline (all randomness from ``numpy.random.default_rng(seed)``):
 1. Acquisition: in-plane spacing, slab thickness + gap, axial or oblique stack, FOV.
 2. Subject: a random pose and scale, a smooth elastic deformation and a ventricle
    enlargement map every thin sample of every slab into the MNI152 template.
-3. Tissue: GM/WM/CSF partial volumes there, with atrophy (GM boundary -> CSF); skull
-   and scalp shells for skull-on studies.
-4. Infarct (template space, inside arterial territories) and look-alikes: old infarcts
-   (tissue -> CSF, high ADC), white-matter T2 hyperintensities (bright b0, high ADC),
-   susceptibility pile-up near the skull base (bright DWI and b0, normal ADC) and
-   edge patches where b0 and b1000 disagree (low ADC, normal DWI).
+3. Tissue: GM/WM/CSF partial volumes there, sharpened (``tissue_sharpening``: the
+   population template is blurrier than one brain) and cut by thin sulcal CSF sheets
+   (``sulcal_csf``), with atrophy (GM boundary -> CSF); extra-axial CSF and a patchy
+   bright dura shell outside the surface, vessels in the sulci and along the surface;
+   skull and scalp shells for skull-on studies.
+4. Infarct (template space): a territorial lesion, a lacune, an embolic shower, a
+   whole-territory infarct (100-300 mL) or a real LESYMAP shape (``lesymap.py``), with the
+   one lesion signal model (``lesion_signal.py``: restricted core grading out to a
+   near-normal-ADC, still DWI-bright edge; older T2-bright parts; heterogeneity).
+   Look-alikes: old infarcts (tissue -> CSF, high ADC), white-matter T2
+   hyperintensities (bright b0, high ADC), susceptibility pile-up near the skull base,
+   the temporal and occipital poles and the inferior cerebellum (bright DWI up to ~8x,
+   ADC often low: b0 and b1000 distort differently, mostly bilateral) and edge patches
+   where b0 and b1000 disagree (low ADC, normal DWI).
 5. Physics: per compartment S0 and ADC with texture; S_b = sum f S0 exp(-b ADC);
-   slab averaging of S0 and S_b, PSF blur, bias field, Rician noise; ADC and eADC
-   from the noisy signals; skull stripping or background thresholding; unit.
+   slab averaging of S0 and S_b, b1000 misregistered against b0 by up to
+   ``b0_b1000_shift_mm``, PSF blur, bias field, Rician noise; ADC and eADC from the noisy
+   signals; skull stripping (a hard mask edge, sometimes a voxel wider than the brain:
+   ``mask_rim_voxels``) or background thresholding; unit.
+
+Every new feature has an option in :data:`DEFAULT_RANGES`; a probability of 0 (or
+``tissue_sharpening=1``, ``sulcal_csf=0``, ``mask_rim_voxels=0``, ``extra_axial_csf_mm=0``,
+``b0_b1000_shift_mm=0``) turns it off. ``_draw`` consumes one number whether an option is
+a range or fixed, so fixing a value does not shift the draws after it (turning a feature
+off skips its own random fields, which does).
 """
 
 from __future__ import annotations
@@ -30,7 +46,9 @@ from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL, eadc_from_adc
 
 from .acquisition import ADC_UNITS, SliceGeometry, make_geometry, rician, rotation_matrix
 from .fields import CroppedField, sample_channels, smooth_noise
+from .lesion_signal import draw_lesion_signal_params, lesion_signal
 from .lesions import LESION_KINDS, choose_kind, draw_lesion, sample_volume_ml, scatter_blobs
+from .lesymap import lesymap_lesion
 from .template import load_head_distance, load_territories, load_tissue_template, skull_base_region as _skull_base_region
 
 # Default ranges of everything a caller may fix. A (lo, hi) tuple is sampled uniformly
@@ -47,10 +65,38 @@ DEFAULT_RANGES: dict[str, Any] = {
     "lesion_kind": None,  # one of LESION_KINDS, "none", or None (random)
     "lesion_free_probability": 0.12,
     "relative_adc": (0.45, 0.8),  # lesion core ADC / normal tissue ADC
-    "t2_shine_through": (0.0, 0.5),  # relative b0 increase in the lesion
+    "t2_shine_through": (0.0, 0.5),  # extra relative b0 rise in the lesion's older parts
+    # lesion signal (lesion_signal.py): graded edge, DWI kept bright by S0, heterogeneity
+    "edge_relative_adc": (0.85, 1.0),  # ADC / normal at the lesion edge
+    "lesion_grade_mm": (3.0, 10.0),  # depth over which the core grades out to the edge
+    "lesion_grade_reach": (0.6, 2.0),  # grading width / a component's own depth (> 1: small ones stay faint)
+    "core_dwi_ratio": (1.5, 3.2),  # DWI / normal tissue in the core
+    "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal tissue at the edge
+    "older_fraction": (0.0, 0.6),  # share of the lesion with pseudo-normalised ADC and T2 shine-through
+    "lesion_heterogeneity": (0.03, 0.15),  # std of smooth multiplicative noise on the lesion signal
+    # lesion shapes and sizes
+    "massive_infarct_probability": 0.1,  # a territorial lesion becomes a 100-300 mL whole-territory infarct
+    "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
+    # skull-stripped edge, dura and vessels
+    "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
+    "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
+    "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
+    "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
+    "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
+    "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
+    # skull-base susceptibility (orbitofrontal, temporal poles, inferior cerebellum, occipital poles)
+    "susceptibility_probability": 0.85,
+    "susceptibility_bilateral_probability": 0.8,
+    "susceptibility_gain": (2.0, 8.0),  # peak DWI gain - 1 (drawn log-uniformly)
+    "susceptibility_adc_shift": (-0.4, 0.1),  # b0 gain = DWI gain ** (1 + shift): < 0 lowers the ADC
+    # sharper anatomy
+    "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
+    "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
+    "cortical_s0": (1.2, 1.8),  # S0 of GM relative to WM (cortical ribbon brightness)
+    "psf_sigma_voxels": (0.0, 0.5),  # in-plane EPI blur
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
-    "snr_b0": (12.0, 45.0),
+    "snr_b0": (8.0, 40.0),  # was 12-45; real ISLES ADC is still ~2x noisier voxel to voxel (synthesis_edge_realism)
     "b_value": (800.0, 1000.0),
     "adc_unit": None,  # one of ADC_UNITS, or None (random)
 }
@@ -84,9 +130,12 @@ class SyntheticStudy:
 
 
 def _draw(rng: np.random.Generator, value: Any) -> float:
+    # one uniform is consumed either way, so fixing one option (an ablation) leaves every
+    # other draw of the study unchanged
+    u = float(rng.random())
     if isinstance(value, (tuple, list)):
         lo, hi = value
-        return float(rng.uniform(lo, hi))
+        return float(lo + (hi - lo) * u)
     return float(value)
 
 
@@ -97,8 +146,13 @@ def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     merged = {**DEFAULT_RANGES, **ranges}
     if merged["adc_unit"] is not None and merged["adc_unit"] not in ADC_UNITS:
         raise ValueError(f"adc_unit must be one of {ADC_UNITS}, got {merged['adc_unit']!r}")
-    if merged["lesion_kind"] not in (None, "none", *LESION_KINDS):
-        raise ValueError(f"lesion_kind must be one of {LESION_KINDS + ('none',)} or None, got {merged['lesion_kind']!r}")
+    if merged["lesion_kind"] not in (None, "none", "lesymap", *LESION_KINDS):
+        raise ValueError(f"lesion_kind must be one of {LESION_KINDS + ('lesymap', 'none')} or None, "
+                         f"got {merged['lesion_kind']!r}")
+    for name in ("lesymap_probability", "massive_infarct_probability", "dura_probability", "vessel_probability",
+                 "susceptibility_probability", "susceptibility_bilateral_probability"):
+        if not 0.0 <= float(merged[name]) <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {merged[name]!r}")
     lo, hi = merged["lesion_volume_ml"] if isinstance(merged["lesion_volume_ml"], (tuple, list)) else (merged["lesion_volume_ml"],) * 2
     if not 0 < lo <= hi:
         raise ValueError(f"lesion_volume_ml must be a positive (lo, hi) range, got {merged['lesion_volume_ml']!r}")
@@ -264,16 +318,40 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     kind = options["lesion_kind"]
     if kind is None:
         kind = "none" if rng.random() < options["lesion_free_probability"] else choose_kind(rng, options["lesion_volume_ml"])
+        if kind == "territorial" and rng.random() < options["lesymap_probability"]:
+            kind = "lesymap"
     lesion: CroppedField | None = None
-    lesion_depth: CroppedField | None = None
+    lesion_stack: CroppedField | None = None  # [fraction, adc_factor - 1, s0_factor - 1] (0 outside the crop)
     if kind != "none":
-        volume_ml = sample_volume_ml(rng, kind, options["lesion_volume_ml"])
-        lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories)
-        # depth inside the lesion: ~0 at the rim, ~1 in the core (core/rim ADC gradient)
-        depth = ndimage.gaussian_filter(lesion.values, rng.uniform(1.0, 3.0))
-        lesion_depth = CroppedField(np.clip(2.0 * depth - 0.2, 0.0, 1.0), lesion.start, lesion.stride)
-        params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
-                            "territories": plan.territories, "components": plan.components}
+        lo, hi = options["lesion_volume_ml"]
+        massive = kind == "territorial" and hi >= 100.0 and bool(rng.random() < options["massive_infarct_probability"])
+        signal = draw_lesion_signal_params(
+            rng, relative_adc=options["relative_adc"], edge_relative_adc=options["edge_relative_adc"],
+            grade_mm=options["lesion_grade_mm"], grade_reach=options["lesion_grade_reach"], core_dwi_ratio=options["core_dwi_ratio"],
+            edge_dwi_ratio=options["edge_dwi_ratio"], t2_shine_through=options["t2_shine_through"],
+            older_fraction=options["older_fraction"], heterogeneity=options["lesion_heterogeneity"],
+        )
+        if kind == "lesymap":
+            lesion, info = lesymap_lesion(rng, sample_volume_ml(rng, "lesymap", (lo, hi)), template.gm, template.wm)
+            inside = lesion.values >= 0.5
+            box = tuple(slice(a, a + n) for a, n in zip(lesion.start, lesion.values.shape))
+            labels, counts = np.unique(territories[box][inside], return_counts=True)
+            covered = [int(l) for l, c in zip(labels, counts) if 0 < l <= 30 and c >= 0.1 * inside.sum()]
+            params["lesion"] = {"kind": "lesymap", "template_volume_ml": info["volume_ml"], "territories": covered,
+                                "components": 1, "lesymap": info}
+        else:
+            volume_ml = (float(np.exp(rng.uniform(np.log(max(lo, 100.0)), np.log(max(min(hi, 300.0), max(lo, 100.0))))))
+                         if massive else sample_volume_ml(rng, kind, (lo, hi)))
+            lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=massive)
+            params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
+                                "territories": plan.territories, "components": plan.components}
+        if massive:  # whole-territory infarcts: bulk ~3x brain DWI, largely pseudo-normalised ADC
+            signal["core_dwi_ratio"] = max(signal["core_dwi_ratio"], float(rng.uniform(2.4, 3.6)))
+            signal["older_fraction"] = max(signal["older_fraction"], float(rng.uniform(0.2, 0.8)))
+        params["lesion"]["massive"] = massive
+        params["lesion"]["signal"] = {name: round(value, 4) for name, value in signal.items()}
+        adc_factor, s0_factor = lesion_signal(rng, lesion.values, float(lesion.stride), **signal)
+        lesion_stack = CroppedField(np.stack([lesion.values, adc_factor - 1.0, s0_factor - 1.0]), lesion.start, lesion.stride)
     else:
         params["lesion"] = {"kind": "none", "template_volume_ml": 0.0, "territories": [], "components": 0}
     tissue_mask = (template.gm + template.wm) > 0.5
@@ -290,32 +368,41 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
                                           float(np.exp(rng.uniform(np.log(0.2), np.log(15.0)))), gm_preference=0.0)
         params["wm_hyperintensity"] = True
     artefact = None
-    if rng.random() < 0.85:
-        # susceptibility pile-up: orbitofrontal and temporal base, near the brain surface,
-        # often on both sides (the sinuses and mastoids are bilateral)
+    if rng.random() < options["susceptibility_probability"]:
+        # susceptibility pile-up: orbitofrontal, temporal poles, inferior cerebellum and
+        # occipital poles, near the brain surface, mostly on both sides (the sinuses and
+        # mastoids are bilateral)
         base = np.argwhere(_skull_base_region())
         picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))].astype(np.float32)
-        if rng.random() < 0.6:
+        if rng.random() < options["susceptibility_bilateral_probability"]:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _surface_artefact_field(picks, rng.uniform(5.0, 14.0, len(picks)), rng.uniform(3.0, 10.0))
+        artefact = _surface_artefact_field(picks, rng.uniform(2.0, 6.0, len(picks)), rng.uniform(2.0, 6.0))
         params["susceptibility"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
     adc_gm, adc_wm, adc_csf = rng.uniform(0.78, 0.95), rng.uniform(0.66, 0.82), rng.uniform(2.8, 3.3)
-    s0_gm, s0_wm, s0_csf = rng.uniform(1.1, 1.7), 1.0, rng.uniform(1.8, 3.2)
+    s0_gm, s0_wm, s0_csf = _draw(rng, options["cortical_s0"]), 1.0, rng.uniform(1.8, 3.2)
     s0_scalp, adc_scalp = rng.uniform(0.2, 0.9), rng.uniform(0.6, 1.6)
-    relative_adc = _draw(rng, options["relative_adc"])
-    rim_fraction = rng.uniform(0.15, 0.8)  # rim lowers ADC by this fraction of the core's drop
-    t2_shine = _draw(rng, options["t2_shine_through"])
     atrophy = rng.uniform(0.0, 0.5)
     old_fill, wmh_t2, wmh_adc = rng.uniform(0.4, 0.9), rng.uniform(0.3, 1.0), rng.uniform(0.1, 0.5)
-    artefact_gain = rng.uniform(0.3, 2.0)
-    artefact_adc_shift = rng.uniform(-0.1, 0.15)  # b0/b1000 distort slightly differently
+    gain_lo, gain_hi = (options["susceptibility_gain"] if isinstance(options["susceptibility_gain"], (tuple, list))
+                        else (options["susceptibility_gain"],) * 2)
+    artefact_gain = float(np.exp(rng.uniform(np.log(gain_lo), np.log(gain_hi))))
+    artefact_adc_shift = _draw(rng, options["susceptibility_adc_shift"])  # b0/b1000 distort differently
+    sharpening = _draw(rng, options["tissue_sharpening"])
+    sulcal = _draw(rng, options["sulcal_csf"])
+    extra_axial = _draw(rng, options["extra_axial_csf_mm"])
+    dura = bool(rng.random() < options["dura_probability"])
+    dura_s0, dura_adc, dura_offset = _draw(rng, options["dura_s0"]), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
+    vessels = bool(rng.random() < options["vessel_probability"])
+    vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
-    params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf,
-                  relative_adc=relative_adc, rim_fraction=rim_fraction, t2_shine_through=t2_shine, atrophy=atrophy)
+    params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf, atrophy=atrophy,
+                  tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura, vessels=vessels)
+    if artefact is not None:
+        params["susceptibility_gain"], params["susceptibility_adc_shift"] = artefact_gain, artefact_adc_shift
 
     tissue_channels, territory_channel = _template_channels()
     head_box = _head_box()
@@ -327,8 +414,18 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     lesion_fraction = np.zeros(shape, np.float32)
     territory_map = np.zeros(shape, np.int16)
     texture_s0 = 1.0 + rng.uniform(0.03, 0.09) * smooth_noise(rng, shape, 1.5)
-    texture_adc = 1.0 + rng.uniform(0.02, 0.06) * smooth_noise(rng, shape, 1.5)
-    lesion_texture = 1.0 + rng.uniform(0.05, 0.2) * smooth_noise(rng, shape, 1.0)
+    texture_adc = 1.0 + rng.uniform(0.03, 0.08) * smooth_noise(rng, shape, 1.5)
+    # thin sheets (sulci: one noise's zero crossing, ~4 mm scale, i.e. gyri ~8-10 mm wide)
+    # and lines (vessels: two noises' common zero crossing) on the acquisition grid
+    sheet_sigma = 2.5 / in_plane
+    sulci = np.exp(-((smooth_noise(rng, shape, 4.0 / in_plane) / 0.25) ** 2)) if sulcal > 0 else None
+    vessel_map = (np.exp(-((smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2)
+                         - (smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2) if vessels else None)
+    dura_patches = np.clip(0.6 + smooth_noise(rng, shape, 6.0 / in_plane), 0.0, 1.0) if dura else None
+
+    def per_sample(field: np.ndarray, k: int, n_sub: int, head: np.ndarray) -> np.ndarray:
+        """A slice of an acquisition-grid field at slice k's thin samples inside the head box."""
+        return np.repeat(field[k][None], n_sub, 0).ravel()[head]
     for k in range(nk):
         ijk = _lattice_template_index(subject, geometry, k)  # (3, s, nj, ni)
         n_sub = ijk.shape[1]
@@ -337,6 +434,15 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         head = np.all((ijk_all >= head_box[0][:, None]) & (ijk_all <= head_box[1][:, None]), axis=0)
         ijk = ijk_all[:, head]
         gm, wm, csf, distance = sample_channels(tissue_channels, ijk)
+        if sharpening > 1.0:
+            # sharper partial volume than the population template's (it averages many brains)
+            powered = [np.power(np.clip(f, 0.0, 1.0), sharpening) for f in (gm, wm, csf, np.clip(1.0 - gm - wm - csf, 0.0, 1.0))]
+            total = powered[0] + powered[1] + powered[2] + powered[3] + 1e-12
+            gm, wm, csf = powered[0] / total, powered[1] / total, powered[2] / total
+        if sulci is not None:
+            # thin CSF sheets through the cortex (the template's sulci are averaged away)
+            move = sulcal * per_sample(sulci, k, n_sub, head) * gm * np.clip((distance + 15.0) / 5.0, 0.0, 1.0)
+            gm, csf = gm - move, csf + move
         # atrophy: grey matter at its CSF boundary turns into CSF (wider sulci)
         shrink = atrophy * gm * np.clip(1.0 - gm - wm, 0.0, 1.0) * 2.0
         gm, csf = gm - shrink, csf + shrink
@@ -344,7 +450,10 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         adc_w = np.full_like(gm, adc_wm)
         s0_g = np.full_like(gm, s0_gm)
         s0_w = np.full_like(gm, s0_wm)
-        lesion_here = lesion.sample(ijk) if lesion is not None else np.zeros_like(gm)
+        if lesion_stack is not None:
+            lesion_here, adc_change, s0_change = lesion_stack.sample(ijk)
+        else:
+            lesion_here = np.zeros_like(gm)
         if old_infarct is not None:
             # an old infarct never overlaps the acute one (that would contradict the label)
             old = old_infarct.sample(ijk) * old_fill * np.clip(1.0 - 2.0 * lesion_here, 0.0, 1.0)
@@ -356,25 +465,43 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             s0_w = s0_w * (1 + wmh_t2 * wmh)
             adc_w = adc_w * (1 + wmh_adc * wmh)
         if lesion is not None:
-            depth = lesion_depth.sample(ijk)
-            severity = lesion_here * (rim_fraction + (1.0 - rim_fraction) * depth)
-            severity = np.clip(severity * np.repeat(lesion_texture[k][None], n_sub, 0).ravel()[head], 0.0, 1.0)
-            drop = 1.0 - (1.0 - relative_adc) * severity
-            adc_g, adc_w = adc_g * drop, adc_w * drop
-            s0_g, s0_w = s0_g * (1 + t2_shine * severity), s0_w * (1 + t2_shine * severity)
-        tex_s0 = np.repeat(texture_s0[k][None], n_sub, 0).ravel()[head]
-        tex_adc = np.repeat(texture_adc[k][None], n_sub, 0).ravel()[head]
+            # the one lesion model (lesion_signal.py), sampled from its template crop
+            adc_g, adc_w = adc_g * (1.0 + adc_change), adc_w * (1.0 + adc_change)
+            s0_g, s0_w = s0_g * (1.0 + s0_change), s0_w * (1.0 + s0_change)
+        tex_s0 = per_sample(texture_s0, k, n_sub, head)
+        tex_adc = per_sample(texture_adc, k, n_sub, head)
         bk = b_value / 1000.0  # ADC in 1e-3 mm^2/s times b in s/mm^2
         signal_0 = (gm * s0_g + wm * s0_w) * tex_s0 + csf * s0_csf
         signal_b = (gm * s0_g * np.exp(-bk * adc_g * tex_adc) + wm * s0_w * np.exp(-bk * adc_w * tex_adc)) * tex_s0 \
             + csf * s0_csf * np.exp(-bk * adc_csf)
+        outside = np.clip(1.0 - gm - wm - csf, 0.0, 1.0)
+        if extra_axial > 0:
+            # the subarachnoid CSF between the brain and the dura (what a generous brain mask keeps)
+            csf_out = outside * np.clip((extra_axial - distance) / 1.0, 0.0, 1.0) * (distance > -1.0)
+            signal_0 = signal_0 + csf_out * s0_csf
+            signal_b = signal_b + csf_out * s0_csf * np.exp(-bk * adc_csf)
+            outside = outside - csf_out
+        if dura_patches is not None:
+            # dura / partial-volume shell hugging the surface: bright b1000, low ADC
+            shell = outside * np.exp(-(((distance - dura_offset) / 1.5) ** 2)) * per_sample(dura_patches, k, n_sub, head)
+            signal_0 = signal_0 + shell * dura_s0
+            signal_b = signal_b + shell * dura_s0 * np.exp(-bk * dura_adc)
+        if vessel_map is not None:
+            # vessels in the sulcal CSF and along the surface, not lesions
+            vessel = per_sample(vessel_map, k, n_sub, head) * (
+                np.clip(3.0 * csf, 0.0, 1.0) * (distance > -20.0) + outside * np.exp(-((distance / 1.5) ** 2)))
+            vessel = np.clip(vessel, 0.0, 1.0) * 0.8
+            signal_0 = signal_0 * (1.0 - vessel) + vessel * vessel_s0
+            signal_b = signal_b * (1.0 - vessel) + vessel * vessel_s0 * np.exp(-bk * vessel_adc)
         if not skull_stripped:
             scalp = ((distance > scalp_inner) & (distance < scalp_outer)).astype(np.float32) * np.clip(1.0 - gm - wm - csf, 0, 1)
             signal_0 = signal_0 + scalp * s0_scalp
             signal_b = signal_b + scalp * s0_scalp * np.exp(-bk * adc_scalp)
         if artefact is not None:
+            # b1000 gain exactly 1 + gain x field; b0's differs (b0/b1000 distortion mismatch):
+            # the ADC shifts by shift x ln(gain) / b (in 1e-3 mm^2/s per 1000 s/mm^2)
             gain = 1.0 + artefact_gain * artefact.sample(ijk)
-            signal_0, signal_b = signal_0 * gain, signal_b * gain ** (1.0 - artefact_adc_shift)
+            signal_0, signal_b = signal_0 * gain ** (1.0 + artefact_adc_shift), signal_b * gain
         weights = geometry.slab_weights
 
         def average(values: np.ndarray, outside: float = 0.0) -> np.ndarray:
@@ -397,8 +524,14 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         patches = edge & (smooth_noise(rng, shape, 2.0) > rng.uniform(0.5, 1.5))
         s0 = s0 * np.where(patches, 1.0 - rng.uniform(0.1, 0.35), 1.0).astype(np.float32)
         params["edge_patches"] = True
+    # b1000 misregistered against b0 along the rows (eddy currents): at the edges the ADC
+    # is too low on one side and too high on the other
+    shift_mm = _draw(rng, options["b0_b1000_shift_mm"]) * float(rng.choice([-1.0, 1.0]))
+    if abs(shift_mm) > 0.05:
+        sb = ndimage.shift(sb, (0.0, shift_mm / in_plane, 0.0), order=1, mode="nearest")
+    params["b0_b1000_shift_mm"] = shift_mm
     # in-plane PSF (EPI blurring), bias field, noise
-    psf = rng.uniform(0.0, 0.7)
+    psf = _draw(rng, options["psf_sigma_voxels"])
     if psf > 0.05:
         s0 = ndimage.gaussian_filter(s0, (0, psf, psf))
         sb = ndimage.gaussian_filter(sb, (0, psf, psf))
@@ -412,7 +545,13 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         adc = np.log(np.maximum(s0_noisy, 1e-6) / np.maximum(sb_noisy, 1e-6)) / (b_value / 1000.0)
     adc = np.clip(adc, 0.0, 4.5).astype(np.float32)
     if skull_stripped:
+        # a hard mask edge as a research pipeline's brain extraction leaves it, often a
+        # voxel or two wide of the brain (partial-volume cortex, CSF and dura kept)
         keep = brain_fraction > rng.uniform(0.3, 0.6)
+        rim = int(round(_draw(rng, options["mask_rim_voxels"])))
+        if rim > 0:
+            keep = ndimage.binary_dilation(keep, structure=np.ones((1, 3, 3), bool), iterations=rim)
+        params["mask_rim_voxels"] = rim
     else:
         keep = s0_noisy > rng.uniform(0.1, 0.25) * float(np.median(s0[brain_fraction > 0.5]) if (brain_fraction > 0.5).any() else 1.0)
     adc = np.where(keep, adc, 0.0).astype(np.float32)

@@ -19,9 +19,11 @@ from .template import LACUNAR_TERRITORIES, MAJOR_TERRITORY
 
 LESION_KINDS = ("territorial", "lacunar", "embolic")
 # Typical (median) total volume in mL of each kind; spread is log-normal around it.
-MEDIAN_VOLUME_ML = {"territorial": 25.0, "lacunar": 0.4, "embolic": 4.0}
-LOG_SPREAD = {"territorial": 1.3, "lacunar": 0.9, "embolic": 1.0}
-KIND_LIMITS_ML = {"territorial": (0.5, 300.0), "lacunar": (0.01, 2.0), "embolic": (0.05, 60.0)}
+# "lesymap" (real shapes, lesymap.py) is a shape source for territorial-sized lesions:
+# acute sizes are often well under 10 mL, so its median is lower than the chronic masks'.
+MEDIAN_VOLUME_ML = {"territorial": 25.0, "lacunar": 0.4, "embolic": 4.0, "lesymap": 8.0}
+LOG_SPREAD = {"territorial": 1.3, "lacunar": 0.9, "embolic": 1.0, "lesymap": 1.4}
+KIND_LIMITS_ML = {"territorial": (0.5, 300.0), "lacunar": (0.01, 2.0), "embolic": (0.05, 60.0), "lesymap": (0.2, 300.0)}
 
 
 @dataclass
@@ -106,12 +108,15 @@ def draw_lesion(
     gm: np.ndarray,
     wm: np.ndarray,
     territories: np.ndarray,
+    whole_territory: bool = False,
 ) -> tuple[CroppedField, LesionPlan]:
     """The infarct of one study as a lesion-fraction field on the 1 mm template grid.
 
     Args:
         gm, wm: template tissue fractions (x, y, z), 1 mm.
         territories: JHU labels on the same grid.
+        whole_territory: (territorial only) grow in every level-1 territory of the drawn
+            one's major artery and hemisphere, for whole-territory (100-300 mL) infarcts.
     Returns:
         A cropped field in [0, 1] (1 = infarcted tissue) and what was drawn.
     """
@@ -132,7 +137,9 @@ def draw_lesion(
     elif kind == "territorial":
         label = _territory_choice(rng, labels)
         plan.territories = [label]
-        region_mask = (territories == label) & tissue
+        if whole_territory:
+            plan.territories = [int(l) for l in labels if l % 2 == label % 2 and MAJOR_TERRITORY[int(l)] == MAJOR_TERRITORY[label]]
+        region_mask = np.isin(territories, plan.territories) & tissue
         box = _crop_box(region_mask, 4)
         allowed = region_mask[box]
         seeds = np.argwhere(allowed)

@@ -161,8 +161,9 @@ def load_head_distance() -> np.ndarray:
 @functools.cache
 def skull_base_region() -> np.ndarray:
     """Template voxels where susceptibility artefacts pile up: near the surface of the
-    orbitofrontal cortex, the temporal base and the inferior cerebellum (air-filled
-    sinuses, mastoids, petrous bone)."""
+    orbitofrontal cortex, the temporal poles and base, the inferior cerebellum (air-filled
+    sinuses, mastoids, petrous bone, the foramen magnum's bone-air-CSF interfaces) and the
+    occipital poles (the venous sinuses' confluence and the occipital bone)."""
     template = load_tissue_template()
     distance = load_head_distance()
     ijk = np.indices(distance.shape, dtype=np.float32)
@@ -171,6 +172,8 @@ def skull_base_region() -> np.ndarray:
     orbitofrontal = (y > 10.0) & (z > -30.0) & (z < -5.0)
     temporal = (np.abs(x) > 30.0) & (y > -30.0) & (y < 20.0) & (z > -45.0) & (z < -10.0)
     posterior_fossa = (np.abs(x) > 15.0) & (y < -40.0) & (z < -30.0)  # mastoid air cells, petrous bone
-    region = near_surface & (orbitofrontal | temporal | posterior_fossa)
+    inferior_cerebellum = (y < -35.0) & (z < -42.0)
+    occipital_pole = (y < -85.0) & (z < 25.0)
+    region = near_surface & (orbitofrontal | temporal | posterior_fossa | inferior_cerebellum | occipital_pole)
     region.setflags(write=False)
     return region

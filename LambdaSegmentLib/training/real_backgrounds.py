@@ -11,8 +11,9 @@ real edges, rims and artefacts are negatives every time:
    study);
 2. they are written into the study's signals, not painted on its image: with
    S0 = DWI · exp(b · ADC), the lesion lowers the ADC (``synthesis.lesion_signal``) and
-   raises S0 (T2), and DWI = S0 · exp(−b · ADC) is recomputed, so a lesion on a bright rim
-   is as bright as the rim makes it;
+   raises S0 (the generator's one lesion model), and DWI = S0 · exp(−b · ADC) is recomputed
+   (``synthesis.lesion_signal.apply_lesion_signal``), so a lesion on a bright rim is as
+   bright as the rim makes it;
 3. only lesion-free brain tissue receives them: never outside the brain, never in CSF
    (ADC ≥ 1.6×10⁻³ mm²/s), never within ``margin_voxels`` of a real lesion; the real
    lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5);
@@ -24,6 +25,7 @@ Training-time only (it needs the template, the atlas and the generator).
 from __future__ import annotations
 
 from dataclasses import dataclass
+import dataclasses
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +35,7 @@ from scipy import ndimage
 from torch.utils.data import Dataset
 
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume
+from LambdaSegmentLib.io.units import eadc_from_adc
 from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
 
 from .cases import LabelledCase
@@ -107,12 +110,11 @@ def inject_infarcts(
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
         recomputed), the bool (nk, nj, ni) label (real ∪ injected) and what was drawn.
     """
-    from LambdaSegmentLib.synthesis.lesion_signal import lesion_signal
+    from LambdaSegmentLib.synthesis.lesion_signal import apply_lesion_signal, lesion_signal
     from LambdaSegmentLib.synthesis.lesions import choose_kind, draw_lesion, sample_volume_ml
     from LambdaSegmentLib.synthesis.template import load_territories, load_tissue_template
 
     study = background.study
-    b_per_1000 = study.b_value / 1000.0
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
     adc = np.asarray(study.adc.array, dtype=np.float64)
     allowed = background.brain & (adc < CSF_ADC) & ~ndimage.binary_dilation(background.lesion, iterations=margin_voxels)
@@ -130,16 +132,14 @@ def inject_infarcts(
     fraction = np.where(allowed, fraction, 0.0).astype(np.float32)
     injected = fraction >= 0.5
     if fraction.any():
-        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm)
-        s0 = dwi * np.exp(b_per_1000 * adc)
-        adc = np.where(fraction > 0, adc * adc_factor, adc)
-        dwi = np.where(fraction > 0, s0 * s0_factor * np.exp(-b_per_1000 * adc), dwi)
-    new = load_study(
-        dwi=study.dwi.with_array(dwi.astype(np.float32)),
-        adc=study.adc.with_array(adc.astype(np.float32)),
-        adc_unit="1e-3 mm2/s",
-        b_value=study.b_value,
-    )
+        # spacing along the array axes (k, j, i); factors are exactly 1 where the fraction is 0
+        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm[::-1], b_value=study.b_value)
+        dwi, adc = apply_lesion_signal(dwi, adc, study.b_value, adc_factor, s0_factor)
+    # The unit is known (canonical): no re-detection, which a large injected infarct in a
+    # small brain could fool by lowering the brain's median ADC.
+    new_adc = study.adc.with_array(adc.astype(np.float32))
+    new = dataclasses.replace(study, dwi=study.dwi.with_array(dwi.astype(np.float32)), adc=new_adc,
+                              eadc=eadc_from_adc(new_adc, study.b_value))
     return new, background.lesion | injected, drawn
 
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 from scipy import ndimage
 
-from LambdaSegmentLib.synthesis.lesion_signal import lesion_signal
 from LambdaSegmentLib.training import SegmentationDataModule, find_labelled_cases
 from LambdaSegmentLib.training.real_backgrounds import CSF_ADC, inject_infarcts, load_background
 from LambdaSegmentLib.training.window_augmentation import augment_window
@@ -46,7 +45,8 @@ def test_injection_stays_in_lesion_free_brain_tissue_and_keeps_the_real_lesion(b
         assert not (changed & ~background.brain).any() and not (injected & ~background.brain).any()
         assert not (changed & near_real).any() and not (injected & near_real).any()
         assert not (changed & (adc >= CSF_ADC)).any()
-        assert (new_adc[changed] <= adc[changed] + 1e-6).all()  # lower ADC where it changed
+        if injected.any():  # a restricted lesion: lower ADC on the whole (older parts may pseudo-normalise)
+            assert new_adc[injected].mean() < 0.95 * adc[injected].mean()
         assert study.dwi.spacing_mm == background.study.dwi.spacing_mm
         np.testing.assert_allclose(study.dwi.direction, background.study.dwi.direction)
     assert injected_any
@@ -54,21 +54,6 @@ def test_injection_stays_in_lesion_free_brain_tissue_and_keeps_the_real_lesion(b
     first = inject_infarcts(background, np.random.default_rng(3), count=3)
     np.testing.assert_array_equal(np.asarray(again[0].dwi.array), np.asarray(first[0].dwi.array))
     np.testing.assert_array_equal(again[1], first[1])
-
-
-def test_lesion_signal_grades_from_a_restricted_core_to_a_bright_near_normal_edge() -> None:
-    fraction = np.zeros((20, 40, 40), np.float32)
-    zz, yy, xx = np.indices(fraction.shape)
-    fraction[((zz - 10) / 8.0) ** 2 + ((yy - 20) / 16.0) ** 2 + ((xx - 20) / 16.0) ** 2 <= 1] = 1.0
-    adc_factor, s0_factor = lesion_signal(np.random.default_rng(0), fraction, (1.0, 1.0, 1.0), heterogeneity=(0.0, 0.0))
-    outside = fraction == 0
-    assert (adc_factor[outside] == 1).all() and (s0_factor[outside] == 1).all()
-    depth = ndimage.distance_transform_edt(fraction > 0)
-    core, edge = adc_factor[depth >= 6].mean(), adc_factor[(depth > 0) & (depth <= 1)].mean()
-    assert core < edge <= 1.0
-    assert (s0_factor[fraction > 0] > 1).all()
-    again = lesion_signal(np.random.default_rng(0), fraction, (1.0, 1.0, 1.0), heterogeneity=(0.0, 0.0))
-    np.testing.assert_array_equal(again[0], adc_factor)
 
 
 def test_window_augmentation_keeps_ranges_shapes_and_a_binary_mask() -> None:
