@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 13's recipe, one command per stage; the same recipe trains both cross-validation folds
+# and the shipped model, and benchmarks/real_scan_cv.py scores the folds.
+#
+#   scripts/train_cv.sh pretrain      # stage 1: synthetic studies only (no real case), last epoch kept
+#   scripts/train_cv.sh foldA         # stage 2: from the pretrain, + case 0001 as injection background
+#   scripts/train_cv.sh foldB         # stage 2: from the pretrain, + case 0003 as injection background
+#   scripts/train_cv.sh shipped       # stage 2: from the pretrain, + both cases
+#   scripts/train_cv.sh evaluate      # real_scan_cv.py on foldA/foldB, post-processing chosen per fold
+#
+# Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
+# checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
+# resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
+# Extra arguments pass through to `lambdasegment train` (e.g. --accelerator gpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-.venv/bin/python}
+RUNS=${RUNS:-runs/cv}
+ISLES=${ISLES:-../shared/data/isles22}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate [train options]}
+shift
+
+MODEL=(--model lambda_unet --model-config '{"widths": [16, 32, 64, 128, 256], "value_dim": 8}'
+       --preprocessing '{"channels": ["eadc", "dwi"], "in_plane_spacing_mm": 2.0, "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"}, "pad_multiple": 16}')
+WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probability 0.8 --artefact-augmentation 0.5
+         --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' --workers 1 --accelerator cpu --devices 1 --log-every-steps 4)
+
+train() {  # train STAGE [options]: resumes from $RUNS/STAGE/work/checkpoints/last.ckpt when present
+    local name=$1; shift
+    local work="$RUNS/$name/work" resume=()
+    if [[ -f "$work/checkpoints/last.ckpt" && "${RESUME:-1}" == 1 ]]; then
+        resume=(--resume "$work/checkpoints/last.ckpt")
+    fi
+    "$PYTHON" -m LambdaSegmentLib train "${MODEL[@]}" "${WINDOWS[@]}" --name "lambdaunet-dwi-$name" --version 2.0.0-dev \
+        --output "$RUNS/$name/pkg" --work-dir "$work" --overwrite "${resume[@]}" "$@"
+}
+
+finetune() {  # finetune STAGE BACKGROUND... : stage 2 from the pretrain's last epoch
+    local name=$1; shift
+    local backgrounds=()
+    for case in "$@"; do backgrounds+=(--real-backgrounds "$ISLES/$case"); done
+    [[ -f "$RUNS/pretrain/pkg/manifest.json" ]] || { echo "train_cv.sh: run the pretrain stage first" >&2; exit 2; }
+    train "$name" --init-weights "$RUNS/pretrain/pkg" \
+        --loss dice_bce --optimizer adamw --lr 5e-4 --weight-decay 1e-4 --constant-epochs 2 --decay-end-epoch 4 --max-epochs 4 \
+        --synthetic 4 --windows-per-study 12 "${backgrounds[@]}" --real-background-studies 4 --seed 51000000 "${EXTRA[@]}"
+}
+
+EXTRA=("$@")
+case "$stage" in
+    pretrain)
+        train pretrain --loss dice_bce --optimizer adamw --lr 2e-3 --weight-decay 1e-4 \
+            --constant-epochs 25 --decay-end-epoch 65 --max-epochs 65 \
+            --synthetic 8 --windows-per-study 16 --seed 50000000 "${EXTRA[@]}" ;;
+    foldA) finetune foldA sub-strokecase0001 ;;
+    foldB) finetune foldB sub-strokecase0003 ;;
+    shipped) finetune shipped sub-strokecase0001 sub-strokecase0003 ;;
+    evaluate)
+        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
+            --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
+    *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
+esac
