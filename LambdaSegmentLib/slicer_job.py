@@ -146,6 +146,8 @@ def result_info(study: Any, segmentation: Any, package: Any) -> dict[str, Any]:
         "threshold": float(segmentation.threshold),
         "adc_unit_detected": study.adc_unit_detected,
         "b_value": float(study.b_value),
+        "brain_volume_ml": float(segmentation.brain_volume_ml),
+        "brain_mask_method": segmentation.brain_mask_method,
     }
 
 
@@ -184,6 +186,7 @@ def run_job(folder: str | Path) -> int:
         )
         progress(0.97, "Writing the result")
         sitk.WriteImage(segmentation.mask.to_sitk(), str(folder / "mask.nrrd"), True)
+        sitk.WriteImage(segmentation.brain.to_sitk(), str(folder / "brain.nrrd"), True)
         _write_json_atomically(result_info(study, segmentation, package), folder / "result.json")
         return 0
     except BadInputError as error:
@@ -223,6 +226,8 @@ class SegmentationJob:
         self.folder = folder
         self.process = process
         self.cancelled = False
+        #: The brain mask (uint8, DWI grid) once ``result()`` has collected it.
+        self.brain: Volume | None = None
 
     @classmethod
     def start(
@@ -296,6 +301,7 @@ class SegmentationJob:
 
     def result(self) -> tuple[Volume, dict[str, Any]]:
         """The mask (uint8, DWI grid) and the run's ``result_info``; cleans up the folder.
+        The brain mask (uint8, DWI grid) is left in ``self.brain``.
 
         Raises:
             JobCancelled: after ``cancel()``.
@@ -318,6 +324,7 @@ class SegmentationJob:
             if self.process.returncode != 0 or not (self.folder / "mask.nrrd").exists():
                 raise RuntimeError(f"segmentation process ended with code {self.process.returncode}\n{self._log_tail()}")
             mask = Volume.from_sitk(sitk.ReadImage(str(self.folder / "mask.nrrd")))
+            self.brain = Volume.from_sitk(sitk.ReadImage(str(self.folder / "brain.nrrd")))
             info = json.loads((self.folder / "result.json").read_text(encoding="utf-8"))
             return mask, info
         finally:

@@ -289,7 +289,7 @@ def main() -> int:
 def draw_montages(methods: dict[str, Callable], kept: dict) -> list[dict]:
     from LambdaSegmentLib.io import load_study
     from LambdaSegmentLib.io.reading import read_volume
-    from LambdaSegmentLib.preprocessing.brain_mask import _bright_tissue, brain_volume_ml, is_skull_stripped
+    from LambdaSegmentLib.preprocessing.brain_mask import _bright_tissue, _dwi_morphology, brain_volume_ml, is_skull_stripped
 
     colours = {"dwi_morphology": "red", "otsu_foreground": "yellow", "otsu_filled": "cyan", "deepbet": "magenta",
                "hd_bet_fast": "orange"}
@@ -314,7 +314,7 @@ def draw_montages(methods: dict[str, Callable], kept: dict) -> list[dict]:
         dwi = dwi.with_array(np.asarray(dwi.array, np.float32))
         masks = {method: fn(dwi) for method, fn in methods.items()}
         values = np.asarray(dwi.array, np.float32)
-        stripped = is_skull_stripped(values, _bright_tissue(dwi), dwi)
+        stripped = is_skull_stripped(dwi, _dwi_morphology(dwi, *_bright_tissue(dwi)))
         real.append({"study": name, **{m: brain_volume_ml(mask, dwi) for m, mask in masks.items()},
                      "skull_stripped": stripped, "equals_nonzero": bool(np.array_equal(masks["dwi_morphology"], values != 0))})
         shown = {m: (masks[m], colours[m]) for m in methods if m != "otsu_foreground"}

@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", type=Path, default=None, metavar="REPORT.json",
                         help="also write REPORT.json, REPORT.csv and REPORT.png (or .pdf) beside each other")
     parser.add_argument("--probability", type=Path, default=None, help="also write the probability map (0-1) here")
+    parser.add_argument("--brain-mask", type=Path, default=None, metavar="PATH",
+                        help="also write the brain mask (1 = brain; no infarct is reported outside it) on the DWI grid here")
     parser.add_argument("--case", default=None, help="case name in the report (default: from the DWI file name)")
     add_model_options(parser)
     parser.set_defaults(func=run)
@@ -102,7 +104,7 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     inputs = CaseInputs(images, bvalues=parse_bvalues(args.bvalues), b_value=args.b_value,
                         adc_unit=args.adc_unit, resample_to_dwi=args.resample_to_dwi)
     outputs = CaseOutputs(mask=args.output, report=args.report, probability=args.probability,
-                          figure_format=args.figure_format, overwrite=args.overwrite)
+                          brain_mask=args.brain_mask, figure_format=args.figure_format, overwrite=args.overwrite)
     from LambdaSegmentLib.inference.case import check_outputs
 
     check_outputs(inputs, outputs)  # before the model is even loaded
@@ -113,11 +115,12 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
         report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
                                             memory_budget_gb=args.memory_budget_gb, precision=args.precision,
                                             pages=pages)
-    for warning in caught:
-        print(f"lambdasegment: warning: {warning.message}", file=sys.stderr)
+    for message in [str(warning.message) for warning in caught] + report["warnings"]:
+        print(f"lambdasegment: warning: {message}", file=sys.stderr)
     print(
         f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s) "
-        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es))"
+        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es)); "
+        f"brain {report['brain_volume_ml']:.0f} mL"
     )
     if report["outputs"].get("json"):
         print(f"report: {report['outputs']['json']}, {report['outputs']['csv']}, {report['outputs'][args.figure_format]}")

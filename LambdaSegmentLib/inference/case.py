@@ -36,11 +36,13 @@ class CaseInputs:
 
 @dataclass(frozen=True)
 class CaseOutputs:
-    """Where one case's results go. ``report`` is a stem: STEM.json, STEM.csv and STEM.png/pdf."""
+    """Where one case's results go. ``report`` is a stem: STEM.json, STEM.csv and STEM.png/pdf.
+    ``brain_mask``: the brain mask (1 = brain) on the DWI grid."""
 
     mask: Path
     report: Path | None = None
     probability: Path | None = None
+    brain_mask: Path | None = None
     figure_format: str = "png"
     overwrite: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -53,7 +55,7 @@ class CaseOutputs:
 
     def all_paths(self) -> list[Path]:
         paths = [self.mask, *self.report_paths().values()]
-        return paths + ([self.probability] if self.probability is not None else [])
+        return paths + [path for path in (self.probability, self.brain_mask) if path is not None]
 
 
 def has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
@@ -66,6 +68,8 @@ def check_outputs(inputs: CaseInputs, outputs: CaseOutputs) -> None:
         raise BadInputError(outputs.mask, f"mask output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.probability is not None and not has_suffix(outputs.probability, MASK_SUFFIXES):
         raise BadInputError(outputs.probability, f"probability output must end in one of {', '.join(MASK_SUFFIXES)}")
+    if outputs.brain_mask is not None and not has_suffix(outputs.brain_mask, MASK_SUFFIXES):
+        raise BadInputError(outputs.brain_mask, f"brain mask output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.figure_format not in ("png", "pdf"):
         raise BadInputError("--figure-format", f"must be png or pdf, got {outputs.figure_format!r}")
     resolved_inputs = {Path(p).resolve() for p in inputs.images.values()}
@@ -125,7 +129,7 @@ def write_case_outputs(
     being drawn: ``wait()`` for it); without ``pages`` the page is drawn here (None).
     """
     from LambdaSegmentLib.io import write_mask, write_volume
-    from LambdaSegmentLib.reports import build_report, write_report_csv, write_report_figure, write_report_json
+    from LambdaSegmentLib.reports import brain_summary, build_report, write_report_csv, write_report_figure, write_report_json
 
     report = build_report(
         case=case,
@@ -142,6 +146,7 @@ def write_case_outputs(
         threshold=segmentation.threshold,
         study_info={"b_value": study.b_value, "adc_unit_detected": study.adc_unit_detected, **outputs.extra},
     )
+    report.update(brain_summary(segmentation.brain_volume_ml, segmentation.brain_mask_method))
     report["outputs"] = {"mask": str(outputs.mask)}
     for path in outputs.all_paths():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +154,9 @@ def write_case_outputs(
     if outputs.probability is not None:
         write_volume(segmentation.probability, outputs.probability, overwrite=outputs.overwrite)
         report["outputs"]["probability"] = str(outputs.probability)
+    if outputs.brain_mask is not None:
+        write_mask(segmentation.brain, outputs.brain_mask, overwrite=outputs.overwrite)
+        report["outputs"]["brain_mask"] = str(outputs.brain_mask)
     paths = outputs.report_paths()
     if paths:
         report["outputs"].update({kind: str(path) for kind, path in paths.items()})

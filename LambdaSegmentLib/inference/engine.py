@@ -49,6 +49,9 @@ class Segmentation:
         device: the device that ran the model, e.g. ``cpu`` or ``cuda:0 (NVIDIA H100)``.
         threshold: the package's threshold that made ``mask``.
         num_slabs: forward passes used (1 = the whole stack at once).
+        brain: 1 = brain, uint8, on the DWI grid (``preprocessing.brain_mask``); ``probability``
+            and ``mask`` are 0 outside it.
+        brain_mask_method: the method that made ``brain``.
     """
 
     probability: Volume
@@ -57,6 +60,13 @@ class Segmentation:
     device: str
     threshold: float
     num_slabs: int
+    brain: Volume
+    brain_mask_method: str
+
+    @property
+    def brain_volume_ml(self) -> float:
+        """Volume of ``brain`` in mL."""
+        return float(np.count_nonzero(self.brain.array)) * self.brain.voxel_volume_mm3 / 1000.0
 
 
 def predict_probability(
@@ -134,7 +144,10 @@ def segment_study(
     progress: Progress | None = None,
     precision: str = "auto",
 ) -> Segmentation:
-    """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid.
+    """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid, both 0
+    outside the study's brain mask (the manifest's ``brain_mask`` method, default
+    ``preprocessing.brain_mask.DEFAULT_BRAIN_MASK_METHOD``): an infarct is never reported
+    outside the brain.
 
     Args:
         study: the loaded study (DWI b1000, ADC in 1e-3 mm^2/s, eADC).
@@ -146,9 +159,12 @@ def segment_study(
         precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
     """
     from LambdaSegmentLib.preprocessing import prepare_input
+    from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD, brain_mask
 
     start = time.perf_counter()
     package = package if package is not None else load_model_package()
+    brain_mask_method = str(package.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD))
+    brain = brain_mask(study.dwi, method=brain_mask_method)
     torch_device = resolve_device(device)
     prepared = prepare_input(study, package.manifest["preprocessing"])
     channels = np.asarray(prepared.channels, dtype=np.float32)
@@ -165,7 +181,7 @@ def segment_study(
             "its weights are unusable here",
         )
     probability_volume = prepared.to_dwi_grid(probability)
-    values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
+    values = np.where(brain, np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0), np.float32(0.0))
     probability_volume = probability_volume.with_array(values)
     mask = probability_volume.with_array((values >= package.threshold).astype(np.uint8))
     return Segmentation(
@@ -175,4 +191,6 @@ def segment_study(
         device=describe_device(torch_device),
         threshold=package.threshold,
         num_slabs=len(slabs),
+        brain=study.dwi.with_array(brain.astype(np.uint8)),
+        brain_mask_method=brain_mask_method,
     )

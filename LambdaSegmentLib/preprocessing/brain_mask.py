@@ -37,6 +37,9 @@ from .slice_axis import find_slice_axis
 BRAIN_MASK_METHODS = ("dwi_morphology", "nonzero")
 DEFAULT_BRAIN_MASK_METHOD = "dwi_morphology"
 
+#: The mask is made on a grid of about this in-plane spacing (mm; integer block averages
+#: of finer DWIs, never across slices), then put back on the DWI grid (nearest neighbour).
+WORK_SPACING_MM = 2.0
 #: Threshold, as a fraction of the median DWI over the Otsu foreground (brain tissue).
 THRESHOLD_FRACTION = 0.4
 #: The head (scalp included): above this fraction of the brain median.
@@ -46,7 +49,9 @@ HEAD_EDGE_MM = 7.0
 #: In-plane Gaussian smoothing before the threshold (mm).
 SMOOTHING_MM = 1.0
 #: In-plane erosion radius (mm) that cuts scalp, orbits and bridges from the brain.
-EROSION_MM = 5.0
+EROSION_MM = 7.0
+#: Geodesic regrowth of the seed inside the threshold (mm, in-plane): back to the brain's edge.
+REGROW_MM = EROSION_MM + HEAD_EDGE_MM
 #: In-plane closing radius (mm) that takes in sulcal and cisternal CSF.
 CLOSING_MM = 6.0
 #: The closing may add voxels only this close (mm) to the thresholded brain.
@@ -82,7 +87,8 @@ def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.nd
         raise BadInputError("<memory> (dwi)", "has no positive voxel; a brain mask needs brain signal")
     if method == "nonzero":
         return nonzero
-    brain = _dwi_morphology(dwi, *_bright_tissue(dwi))
+    work = _coarse_in_plane(dwi)
+    brain = _onto_grid(_dwi_morphology(work, *_bright_tissue(work)), work, dwi)
     return nonzero if is_skull_stripped(dwi, brain) else brain
 
 
@@ -105,6 +111,28 @@ def is_skull_stripped(dwi: Volume, brain: np.ndarray) -> bool:
 def brain_volume_ml(mask: np.ndarray, dwi: Volume) -> float:
     """Volume (mL) of a brain mask on the DWI grid."""
     return float(np.count_nonzero(mask)) * dwi.voxel_volume_mm3 / 1000.0
+
+
+def _coarse_in_plane(dwi: Volume) -> Volume:
+    """The DWI averaged over in-plane blocks of an integer number of voxels, to an in-plane
+    spacing near :data:`WORK_SPACING_MM` (the model's own grid is 2 mm); slices untouched."""
+    slice_axis = find_slice_axis(dwi)
+    factors = [max(1, int(WORK_SPACING_MM / s + 1e-6)) for s in dwi.spacing_mm]
+    factors[slice_axis] = 1
+    if factors == [1, 1, 1]:
+        return dwi
+    image = dwi.with_array(np.asarray(dwi.array, dtype=np.float32)).to_sitk()
+    return Volume.from_sitk(sitk.BinShrink(image, factors))
+
+
+def _onto_grid(mask: np.ndarray, work: Volume, dwi: Volume) -> np.ndarray:
+    """A mask on the working grid, nearest-neighbour onto the DWI grid (identity when they are one)."""
+    if work.array.shape == dwi.array.shape:
+        return mask
+    reference = dwi.with_array(np.zeros(dwi.array.shape, dtype=np.uint8)).to_sitk()
+    moved = sitk.Resample(work.with_array(mask.astype(np.uint8)).to_sitk(), reference, sitk.Transform(),
+                          sitk.sitkNearestNeighbor, 0, sitk.sitkUInt8)
+    return sitk.GetArrayFromImage(moved).astype(bool)
 
 
 def _bright_tissue(dwi: Volume) -> tuple[np.ndarray, np.ndarray]:
@@ -136,11 +164,10 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
         core = _largest_component(image)  # a tiny brain: no erosion
     # Geodesic regrowth inside the threshold, in-plane steps of one voxel: back to the
     # brain's edge, never across a dark gap (skull, CSF) to the scalp.
-    step = _radius(dwi, 0.0, slice_axis)
-    brain = core
-    for _ in range(int(np.ceil((EROSION_MM + HEAD_EDGE_MM) / min(dwi.spacing_mm)))):
-        brain = sitk.And(sitk.BinaryDilate(brain, step, sitk.sitkCross), image)
-    brain = _largest_component(brain)
+    steps = int(np.ceil(REGROW_MM / min(dwi.spacing_mm)))
+    regrown = ndimage.binary_dilation(sitk.GetArrayViewFromImage(core).astype(bool), _in_plane_cross(slice_axis),
+                                      iterations=steps, mask=tissue)
+    brain = _largest_component(dwi.with_array(regrown.astype(np.uint8)).to_sitk())
     # Sulcal and cisternal CSF: a closing, kept within RIM_MM of the brain so that it can
     # never bridge the dark skull gap to the scalp (hole filling would then take the whole head).
     closed = sitk.BinaryMorphologicalClosing(brain, _radius(dwi, CLOSING_MM, slice_axis), sitk.sitkBall)
@@ -176,8 +203,8 @@ def _largest_component(image: sitk.Image) -> sitk.Image:
     return sitk.Equal(labels, 1)
 
 
-def _fill_holes_in_plane(mask: np.ndarray, slice_axis: int) -> np.ndarray:
-    """Holes filled slice by slice (no connectivity across slices)."""
+def _in_plane_cross(slice_axis: int) -> np.ndarray:
+    """3x3x3 structure (array axes k, j, i) joining each voxel to its in-plane face neighbours only."""
     structure = np.zeros((3, 3, 3), dtype=bool)
     structure[1, 1, 1] = True
     for axis in range(3):
@@ -186,4 +213,9 @@ def _fill_holes_in_plane(mask: np.ndarray, slice_axis: int) -> np.ndarray:
             for offset in (0, 2):
                 index[axis] = offset
                 structure[tuple(index)] = True
-    return ndimage.binary_fill_holes(mask, structure=structure)
+    return structure
+
+
+def _fill_holes_in_plane(mask: np.ndarray, slice_axis: int) -> np.ndarray:
+    """Holes filled slice by slice (no connectivity across slices)."""
+    return ndimage.binary_fill_holes(mask, structure=_in_plane_cross(slice_axis))
