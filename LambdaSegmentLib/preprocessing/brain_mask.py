@@ -52,6 +52,8 @@ SMOOTHING_MM = 1.0
 EROSION_MM = 7.0
 #: Geodesic regrowth of the seed inside the threshold (mm, in-plane): back to the brain's edge.
 REGROW_MM = EROSION_MM + HEAD_EDGE_MM
+#: Slices at most this thick (mm) let the regrowth cross from slice to slice.
+THIN_SLICE_MM = 3.0
 #: In-plane closing radius (mm) that takes in sulcal and cisternal CSF.
 CLOSING_MM = 6.0
 #: The closing may add voxels only this close (mm) to the thresholded brain.
@@ -59,9 +61,11 @@ RIM_MM = 2.0
 
 #: A DWI is taken as skull-stripped when at least this fraction of its voxels is exactly 0 ...
 STRIPPED_MIN_ZERO_FRACTION = 0.25
-#: ... and the ``dwi_morphology`` brain covers at least this fraction of its nonzero voxels
-#: (skull-on heads with a zeroed background fail it: their scalp, skull and orbits are nonzero).
-STRIPPED_MIN_COVERAGE = 0.85
+#: ... and at least this fraction of its nonzero voxels lies within STRIPPED_TOLERANCE_MM
+#: (in-plane) of the ``dwi_morphology`` brain (skull-on heads with a zeroed background fail
+#: it: their scalp lies beyond the skull).
+STRIPPED_MIN_COVERAGE = 0.92
+STRIPPED_TOLERANCE_MM = 5.0
 
 
 def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.ndarray:
@@ -94,18 +98,19 @@ def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.nd
 
 def is_skull_stripped(dwi: Volume, brain: np.ndarray) -> bool:
     """Whether a DWI is already skull-stripped: a large exactly-zero background
-    (:data:`STRIPPED_MIN_ZERO_FRACTION` of the voxels) and a nonzero region that the brain
-    found by ``dwi_morphology`` (``brain``, bool (nk, nj, ni)) covers almost entirely
-    (:data:`STRIPPED_MIN_COVERAGE`).
+    (:data:`STRIPPED_MIN_ZERO_FRACTION` of the voxels) and a nonzero region lying almost
+    entirely (:data:`STRIPPED_MIN_COVERAGE`) within :data:`STRIPPED_TOLERANCE_MM` (in-plane)
+    of the brain found by ``dwi_morphology`` (``brain``, bool (nk, nj, ni)).
 
     The second test keeps a skull-on scan whose scanner zeroed the air outside the head
     (common on some vendors) from passing as skull-stripped: there the nonzero region also
-    holds scalp, skull and orbits, which the brain mask leaves out.
+    holds the scalp, beyond the skull and further than that from the brain.
     """
     nonzero = np.asarray(dwi.array) != 0
     if nonzero.mean() > 1.0 - STRIPPED_MIN_ZERO_FRACTION:
         return False
-    return float(np.count_nonzero(brain & nonzero)) >= STRIPPED_MIN_COVERAGE * float(np.count_nonzero(nonzero))
+    near = _in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= STRIPPED_TOLERANCE_MM
+    return float(np.count_nonzero(near & nonzero)) >= STRIPPED_MIN_COVERAGE * float(np.count_nonzero(nonzero))
 
 
 def brain_volume_ml(mask: np.ndarray, dwi: Volume) -> float:
@@ -156,7 +161,7 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
     image = dwi.with_array(tissue.astype(np.uint8)).to_sitk()
     # The seed: bright tissue deep inside the head (the scalp is its outer layer), eroded
     # in-plane so that thin bridges to the orbits and the scalp break, largest 3D component.
-    deep = _in_plane_depth_mm(head, dwi, slice_axis) >= HEAD_EDGE_MM
+    deep = _in_plane_distance_mm(head, dwi, slice_axis) >= HEAD_EDGE_MM
     seed = sitk.BinaryErode(dwi.with_array((tissue & deep).astype(np.uint8)).to_sitk(),
                             _radius(dwi, EROSION_MM, slice_axis), sitk.sitkBall)
     core = _largest_component(seed)
@@ -165,7 +170,10 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
     # Geodesic regrowth inside the threshold, in-plane steps of one voxel: back to the
     # brain's edge, never across a dark gap (skull, CSF) to the scalp.
     steps = int(np.ceil(REGROW_MM / min(dwi.spacing_mm)))
-    regrown = ndimage.binary_dilation(sitk.GetArrayViewFromImage(core).astype(bool), _in_plane_cross(slice_axis),
+    # Thin slices also regrow across slices (the top and bottom of the brain have no seed of
+    # their own); thick ones do not: there the skull at the vertex is averaged away.
+    connectivity = _in_plane_cross(slice_axis) if dwi.spacing_mm[slice_axis] > THIN_SLICE_MM else ndimage.generate_binary_structure(3, 1)
+    regrown = ndimage.binary_dilation(sitk.GetArrayViewFromImage(core).astype(bool), connectivity,
                                       iterations=steps, mask=tissue)
     brain = _largest_component(dwi.with_array(regrown.astype(np.uint8)).to_sitk())
     # Sulcal and cisternal CSF: a closing, kept within RIM_MM of the brain so that it can
@@ -176,13 +184,14 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
     return _fill_holes_in_plane(sitk.GetArrayFromImage(brain).astype(bool), slice_axis)
 
 
-def _in_plane_depth_mm(head: np.ndarray, dwi: Volume, slice_axis: int) -> np.ndarray:
-    """Distance (mm) of each head voxel to the head's edge within its slice (0 outside the head)."""
+def _in_plane_distance_mm(region: np.ndarray, dwi: Volume, slice_axis: int) -> np.ndarray:
+    """In-plane distance (mm) of each voxel of ``region`` to the nearest voxel outside it in
+    its slice, the FOV's edge counting as outside (0 outside the region)."""
     sampling = list(dwi.spacing_mm[::-1])  # array axes (k, j, i)
     sampling[2 - slice_axis] = 1e6  # no neighbour across slices
-    padded = np.pad(head, [(0, 0) if a == 2 - slice_axis else (1, 1) for a in range(3)])  # the FOV edge is an edge
-    depth = ndimage.distance_transform_edt(padded, sampling=sampling)
-    return depth[tuple(slice(None) if a == 2 - slice_axis else slice(1, -1) for a in range(3))]
+    padded = np.pad(region, [(0, 0) if a == 2 - slice_axis else (1, 1) for a in range(3)])
+    distance = ndimage.distance_transform_edt(padded, sampling=sampling)
+    return distance[tuple(slice(None) if a == 2 - slice_axis else slice(1, -1) for a in range(3))]
 
 
 def _through_plane(slice_axis: int) -> list[int]:
