@@ -112,6 +112,8 @@ def segment_all(args: argparse.Namespace, pages: PageWriter | None) -> int:
             write_summary(args.output_dir, summarise(args.output_dir, cases, rows, done_before))
             if row["status"] == "failed":
                 print(f"\n{row['case']}: failed: {row['error']}", file=sys.stderr)
+            for message in row.get("warnings", []):
+                print(f"\nlambdasegment: warning: {row['case']}: {message}", file=sys.stderr)
             bar.show(len(rows), f"{row['case']}: {row['status']}")
 
         # Each case is finished (its report page waited for, its folder moved into place) after

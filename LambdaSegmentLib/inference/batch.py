@@ -247,6 +247,7 @@ def summary_row(case: str, report: dict[str, Any], seconds: float, status: str) 
         "seconds": f"{seconds:.2f}",
         "status": status,
         "error": "",
+        "warnings": list(report.get("warnings", [])),  # not a summary column: printed by segment-dir
     }
 
 
