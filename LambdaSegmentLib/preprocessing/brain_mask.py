@@ -9,18 +9,18 @@ Methods (the name is recorded in the model manifest's ``brain_mask`` key):
 
 - ``"dwi_morphology"`` (default): a classical pipeline on the b≈1000 DWI, chosen by
   measurement against the candidates in ``docs/brain-mask.md``. Brain parenchyma is bright on
-  b≈1000; skull, air and CSF are dark; scalp, eyes and artefacts are thin or detached
-  from the brain. Steps: a threshold at a fraction of the brain median, an in-plane
-  erosion that cuts thin scalp and orbit bridges, the largest 3D component, geodesic
-  regrowth inside the threshold, an in-plane closing that takes in sulcal CSF, per-slice
-  hole filling (ventricles) and a small in-plane dilation (the outer CSF rim). Every
-  structuring element is in-plane only: a thick-slice acquisition is never resampled or
-  smoothed across its slices.
+  b≈1000; skull, air and CSF are dark; scalp, eyes and artefacts are thin, outside or
+  detached from the brain. Steps, on a grid of about 2 mm in plane: a threshold at a
+  fraction of the brain median; a seed away from the head's edge, eroded in-plane to cut
+  scalp and orbit bridges, largest 3D component; geodesic regrowth inside the threshold;
+  an in-plane closing bounded near the brain (sulcal CSF); per-slice hole filling
+  (ventricles). Every structuring element is in-plane only: a thick-slice acquisition is
+  never resampled or smoothed across its slices.
 - ``"nonzero"``: the voxels where the DWI is not 0 (for skull-stripped research data).
 
-Whatever the method, a study that is already skull-stripped (a large exactly-zero
-background around a nonzero region that the DWI threshold fills almost entirely) passes
-through unchanged: its mask is its nonzero brain.
+With ``dwi_morphology``, a study that is already skull-stripped (a large exactly-zero
+background around a nonzero region lying almost entirely near the brain found; see
+:func:`is_skull_stripped`) passes through unchanged: its mask is its nonzero brain.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ STRIPPED_TOLERANCE_MM = 5.0
 
 
 def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.ndarray:
-    """Boolean brain mask (nk, nj, ni) on the DWI grid: parenchyma, ventricles and the CSF around it.
+    """Boolean brain mask (nk, nj, ni) on the DWI grid: parenchyma, ventricles and most sulcal CSF.
 
     Args:
         dwi: the b≈1000 trace DWI (any scanner units; voxels in ``array[k, j, i]``),
@@ -194,16 +194,10 @@ def _in_plane_distance_mm(region: np.ndarray, dwi: Volume, slice_axis: int) -> n
     return distance[tuple(slice(None) if a == 2 - slice_axis else slice(1, -1) for a in range(3))]
 
 
-def _through_plane(slice_axis: int) -> list[int]:
-    radius = [0, 0, 0]
-    radius[slice_axis] = 1
-    return radius
-
-
-def _radius(dwi: Volume, millimetres: float, slice_axis: int, through_plane: int = 0) -> list[int]:
-    """Structuring-element radius per ITK axis (i, j, k): ``millimetres`` in-plane, ``through_plane`` voxels across slices."""
+def _radius(dwi: Volume, millimetres: float, slice_axis: int) -> list[int]:
+    """Structuring-element radius per ITK axis (i, j, k): ``millimetres`` in-plane (at least a voxel), 0 across slices."""
     radius = [max(1, int(round(millimetres / s))) for s in dwi.spacing_mm]
-    radius[slice_axis] = through_plane
+    radius[slice_axis] = 0
     return radius
 
 
