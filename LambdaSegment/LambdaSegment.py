@@ -66,6 +66,8 @@ IMPORT_NAMES = {"SimpleITK": "SimpleITK"}
 PROVIDED_BY_SLICER = ("numpy", "SimpleITK")
 
 SEGMENT_ID = "Infarct"
+BRAIN_SEGMENT_ID = "Brain"
+BRAIN_SEGMENT_COLOR = (0.35, 0.55, 0.95)
 RUN_ATTRIBUTE = "LambdaSegment.Run"
 DWI_REFERENCE_ROLE = "LambdaSegmentDWI"
 SECOND_REFERENCE_ROLE = "LambdaSegmentADC"
@@ -139,6 +141,7 @@ class LambdaSegmentParameterNode:
     adcKind - "auto", "adc" or "eadc". adcUnit - unit of an ADC ("auto" = detected).
     device - "auto", "cpu", "cuda", "cuda:N" or "mps".
     outputSegmentation - where the Infarct segment goes (None = a new segmentation).
+    showBrainMask - also add the brain mask (no infarct is reported outside it) as a "Brain" segment.
     """
 
     dwiVolume: vtkMRMLScalarVolumeNode
@@ -147,6 +150,7 @@ class LambdaSegmentParameterNode:
     adcUnit: Annotated[str, Choice(list(ADC_UNITS))] = "auto"
     device: str = "auto"
     outputSegmentation: vtkMRMLSegmentationNode
+    showBrainMask: bool = False
 
 
 #
@@ -341,6 +345,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
                     parameters.dwiVolume, parameters.adcVolume, parameters.adcKind, parameters.device,
                     adcUnit=parameters.adcUnit,
                 )
+                self._job.showBrainMask = bool(parameters.showBrainMask)
                 self._jobOutputNode = outputNode
                 self.ui.progressBar.value = 0
                 self.ui.progressBar.show()
@@ -388,7 +393,9 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.statusLabel.text = ""
         try:
             with slicer.util.tryWithErrorDisplay(_("Segmentation failed."), waitCursor=True):
-                segmentationNode, _volumeMl = self.logic.finishSegmentStroke(job, outputNode)
+                segmentationNode, _volumeMl = self.logic.finishSegmentStroke(
+                    job, outputNode, showBrainMask=getattr(job, "showBrainMask", False)
+                )
                 self._parameterNode.outputSegmentation = segmentationNode
                 self.setResultSegmentation(segmentationNode)
         finally:
@@ -566,6 +573,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         *,
         adcUnit: str = "auto",
         progress=None,
+        showBrainMask: bool = False,
     ) -> tuple[Any, float]:
         """Segment the infarct in this process; returns (segmentation node, infarct volume in mL).
 
@@ -578,6 +586,8 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
                 new "<DWI name> infarct" segmentation.
             adcUnit: unit of an ADC, "auto" = detected from the brain median.
             progress: optional ``progress(fraction, stage)``.
+            showBrainMask: also put the brain mask (outside which no infarct is reported) into a
+                "Brain" segment; otherwise a "Brain" segment of an earlier run is removed.
 
         Raises:
             ValueError: bad inputs (message names the node and the problem).
@@ -592,6 +602,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         node = self.writeSegmentation(
             dwiVolumeNode, adcVolumeNode, segmentation.mask, result_info(study, segmentation, package), outputSegmentationNode,
             probability=segmentation.probability,
+            brainMask=segmentation.brain if showBrainMask else None,
         )
         return node, self.infarctVolumeMl(node)
 
@@ -607,14 +618,16 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         job.dwiNodeID, job.adcNodeID = dwiVolumeNode.GetID(), adcVolumeNode.GetID()
         return job
 
-    def finishSegmentStroke(self, job, outputSegmentationNode=None) -> tuple[Any, float]:
-        """Collect a finished job into the scene; returns (segmentation node, infarct volume in mL)."""
+    def finishSegmentStroke(self, job, outputSegmentationNode=None, *, showBrainMask: bool = False) -> tuple[Any, float]:
+        """Collect a finished job into the scene; returns (segmentation node, infarct volume in mL).
+        ``showBrainMask``: as in ``segmentStroke``."""
         mask, probability, info = job.result()
         dwiNode = slicer.mrmlScene.GetNodeByID(job.dwiNodeID)
         adcNode = slicer.mrmlScene.GetNodeByID(job.adcNodeID)
         if dwiNode is None or adcNode is None:
             raise ValueError("the DWI or ADC/eADC was removed from the scene while it was being segmented")
-        node = self.writeSegmentation(dwiNode, adcNode, mask, info, outputSegmentationNode, probability=probability)
+        node = self.writeSegmentation(dwiNode, adcNode, mask, info, outputSegmentationNode, probability=probability,
+                                      brainMask=job.brain if showBrainMask else None)
         return node, self.infarctVolumeMl(node)
 
     @staticmethod
@@ -622,8 +635,12 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         """Slicer's stand-alone Python (PythonSlicer) for child processes; this interpreter elsewhere."""
         return shutil.which("PythonSlicer") or sys.executable
 
-    def writeSegmentation(self, dwiVolumeNode, adcVolumeNode, mask, runInfo: dict, outputSegmentationNode=None, *, probability=None):
+    def writeSegmentation(self, dwiVolumeNode, adcVolumeNode, mask, runInfo: dict, outputSegmentationNode=None, *,
+                          probability=None, brainMask=None):
         """Put ``mask`` (a ``Volume`` on the DWI grid) into the "Infarct" segment; returns the segmentation node.
+
+        ``brainMask`` (a ``Volume`` on the DWI grid, or None) goes into a "Brain" segment shown
+        as an outline only; with None a "Brain" segment of an earlier run is removed.
 
         A new node is named "<DWI name> infarct". The segment gets its colour and SNOMED CT
         terminology; the node's reference geometry is the DWI; it is shown over the DWI in
@@ -658,6 +675,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         else:  # Slicer before SetTerminology: the same string under the terminology tag
             segment.SetTag(segment.GetTerminologyEntryTagName(), slicer_terminology_entry())
         set_segment_from_mask(node, segmentId, mask, dwiVolumeNode)
+        self._writeBrainSegment(node, brainMask, dwiVolumeNode)
 
         node.SetNodeReferenceID(DWI_REFERENCE_ROLE, dwiVolumeNode.GetID())
         node.SetNodeReferenceID(SECOND_REFERENCE_ROLE, adcVolumeNode.GetID())
@@ -684,6 +702,20 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
         node.CreateDefaultDisplayNodes()
         segmentationNode.SetNodeReferenceID(PROBABILITY_REFERENCE_ROLE, node.GetID())
         self._placeBesideInSubjectHierarchy(node, dwiVolumeNode)
+
+    @staticmethod
+    def _writeBrainSegment(node, brainMask, dwiVolumeNode) -> None:
+        from LambdaSegmentLib.slicer_bridge import set_segment_from_mask
+
+        segmentation = node.GetSegmentation()
+        if segmentation.GetSegment(BRAIN_SEGMENT_ID):
+            segmentation.RemoveSegment(BRAIN_SEGMENT_ID)
+        if brainMask is None:
+            return
+        segmentId = segmentation.AddEmptySegment(BRAIN_SEGMENT_ID, BRAIN_SEGMENT_ID, list(BRAIN_SEGMENT_COLOR))
+        set_segment_from_mask(node, segmentId, brainMask, dwiVolumeNode)
+        node.CreateDefaultDisplayNodes()
+        node.GetDisplayNode().SetSegmentVisibility2DFill(segmentId, False)  # an outline: the DWI stays readable
 
     @staticmethod
     def _showOverDwi(segmentationNode, dwiVolumeNode) -> None:

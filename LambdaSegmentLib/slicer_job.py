@@ -147,6 +147,8 @@ def result_info(study: Any, segmentation: Any, package: Any) -> dict[str, Any]:
         "adc_unit_detected": study.adc_unit_detected,
         "b_value": float(study.b_value),
         "low_confidence_mean_probability": package.low_confidence_below,
+        "brain_volume_ml": float(segmentation.brain_volume_ml),
+        "brain_mask_method": segmentation.brain_mask_method,
     }
 
 
@@ -200,6 +202,7 @@ def run_job(folder: str | Path) -> int:
         progress(0.97, "Writing the result")
         sitk.WriteImage(segmentation.mask.to_sitk(), str(folder / "mask.nrrd"), True)
         sitk.WriteImage(segmentation.probability.to_sitk(), str(folder / "probability.nrrd"), True)
+        sitk.WriteImage(segmentation.brain.to_sitk(), str(folder / "brain.nrrd"), True)
         _write_json_atomically(result_info(study, segmentation, package), folder / "result.json")
         return 0
     except BadInputError as error:
@@ -239,6 +242,8 @@ class SegmentationJob:
         self.folder = folder
         self.process = process
         self.cancelled = False
+        #: The brain mask (uint8, DWI grid) once ``result()`` has collected it.
+        self.brain: Volume | None = None
 
     @classmethod
     def start(
@@ -312,7 +317,7 @@ class SegmentationJob:
 
     def result(self) -> tuple[Volume, Volume, dict[str, Any]]:
         """The mask (uint8, DWI grid), the probability (float32, DWI grid) and the run's
-        ``result_info``; cleans up the folder.
+        ``result_info``; cleans up the folder. The brain mask (uint8, DWI grid) is left in ``self.brain``.
 
         Raises:
             JobCancelled: after ``cancel()``.
@@ -336,6 +341,7 @@ class SegmentationJob:
                 raise RuntimeError(f"segmentation process ended with code {self.process.returncode}\n{self._log_tail()}")
             mask = Volume.from_sitk(sitk.ReadImage(str(self.folder / "mask.nrrd")))
             probability = Volume.from_sitk(sitk.ReadImage(str(self.folder / "probability.nrrd")))
+            self.brain = Volume.from_sitk(sitk.ReadImage(str(self.folder / "brain.nrrd")))
             info = json.loads((self.folder / "result.json").read_text(encoding="utf-8"))
             return mask, probability, info
         finally:

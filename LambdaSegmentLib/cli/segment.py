@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--uncertainty", type=Path, default=None, metavar="PATH",
                         help="also write the flips' disagreement (voxel-wise standard deviation of the flipped passes' "
                              "probabilities, 0-0.5) on the DWI grid here; runs the flips (the mask uses them only with --tta)")
+    parser.add_argument("--brain-mask", type=Path, default=None, metavar="PATH",
+                        help="also write the brain mask (1 = brain; no infarct is reported outside it) on the DWI grid here")
     parser.add_argument("--case", default=None, help="case name in the report (default: from the DWI file name)")
     add_model_options(parser)
     parser.set_defaults(func=run)
@@ -107,7 +109,7 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     inputs = CaseInputs(images, bvalues=parse_bvalues(args.bvalues), b_value=args.b_value,
                         adc_unit=args.adc_unit, resample_to_dwi=args.resample_to_dwi)
     outputs = CaseOutputs(mask=args.output, report=args.report, probability=args.probability, uncertainty=args.uncertainty,
-                          figure_format=args.figure_format, overwrite=args.overwrite)
+                          brain_mask=args.brain_mask, figure_format=args.figure_format, overwrite=args.overwrite)
     from LambdaSegmentLib.inference.case import check_outputs
 
     check_outputs(inputs, outputs)  # before the model is even loaded
@@ -116,13 +118,16 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     report, segmentation = segment_case(case, inputs, outputs, package, device=args.device,
                                         memory_budget_gb=args.memory_budget_gb, precision=args.precision,
                                         pages=pages, tta=args.tta)
+    for message in report["warnings"]:
+        print(f"lambdasegment: warning: {message}", file=sys.stderr)
     core = "n/a" if report["adc_core_ml"] is None else f"{report['adc_core_ml']:.2f} mL"
     doubtful = sum(1 for lesion in report["lesions"] if lesion["low_confidence"])
     flips = f", averaged over {len(segmentation.flips)} flips" if segmentation.tta else ""
     print(
         f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s), "
         f"{doubtful} low-confidence; ADC core (ADC < 620e-6 mm2/s inside the infarct) {core} "
-        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es){flips})"
+        f"-> {args.output} ({segmentation.seconds:.1f} s on {segmentation.device}, {segmentation.num_slabs} pass(es){flips}); "
+        f"brain {report['brain_volume_ml']:.0f} mL"
     )
     if report["outputs"].get("json"):
         print(f"report: {report['outputs']['json']}, {report['outputs']['csv']}, {report['outputs'][args.figure_format]}")

@@ -251,9 +251,11 @@ class _LoadFailure(Exception):
 def summary_row(case: str, report: dict[str, Any], seconds: float, status: str,
                 warnings_seen: list[str] | None = None) -> dict[str, Any]:
     """The summary row of a finished case; its warnings: ``warnings_seen`` (all those raised
-    while loading it this run), else the input warnings its report recorded."""
+    while loading it this run), else the input warnings its report recorded, then the
+    report's own (e.g. an implausible brain volume)."""
     if warnings_seen is None:
         warnings_seen = report.get("input", {}).get("warnings", [])
+    warnings_seen = list(warnings_seen) + [note for note in report.get("warnings", []) if note not in warnings_seen]
     return {
         "case": case,
         "volume_ml": f"{report['infarct_volume_ml']:.4f}",

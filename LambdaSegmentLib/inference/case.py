@@ -36,12 +36,14 @@ class CaseInputs:
 
 @dataclass(frozen=True)
 class CaseOutputs:
-    """Where one case's results go. ``report`` is a stem: STEM.json, STEM.csv and STEM.png/pdf."""
+    """Where one case's results go. ``report`` is a stem: STEM.json, STEM.csv and STEM.png/pdf.
+    ``brain_mask``: the brain mask (1 = brain) on the DWI grid."""
 
     mask: Path
     report: Path | None = None
     probability: Path | None = None
     uncertainty: Path | None = None
+    brain_mask: Path | None = None
     figure_format: str = "png"
     overwrite: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +57,7 @@ class CaseOutputs:
     def all_paths(self) -> list[Path]:
         paths = [self.mask, *self.report_paths().values()]
         return paths + [path for path in (self.probability, self.uncertainty) if path is not None]
+        return paths + [path for path in (self.probability, self.brain_mask) if path is not None]
 
 
 def has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
@@ -69,6 +72,8 @@ def check_outputs(inputs: CaseInputs, outputs: CaseOutputs) -> None:
         raise BadInputError(outputs.probability, f"probability output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.uncertainty is not None and not has_suffix(outputs.uncertainty, MASK_SUFFIXES):
         raise BadInputError(outputs.uncertainty, f"uncertainty output must end in one of {', '.join(MASK_SUFFIXES)}")
+    if outputs.brain_mask is not None and not has_suffix(outputs.brain_mask, MASK_SUFFIXES):
+        raise BadInputError(outputs.brain_mask, f"brain mask output must end in one of {', '.join(MASK_SUFFIXES)}")
     if outputs.figure_format not in ("png", "pdf"):
         raise BadInputError("--figure-format", f"must be png or pdf, got {outputs.figure_format!r}")
     resolved_inputs = {Path(p).resolve() for p in inputs.images.values()}
@@ -130,7 +135,7 @@ def write_case_outputs(
     being drawn: ``wait()`` for it); without ``pages`` the page is drawn here (None).
     """
     from LambdaSegmentLib.io import write_mask, write_volume
-    from LambdaSegmentLib.reports import build_report, write_report_csv, write_report_figure, write_report_json
+    from LambdaSegmentLib.reports import brain_summary, build_report, write_report_csv, write_report_figure, write_report_json
 
     report = build_report(
         case=case,
@@ -152,6 +157,7 @@ def write_case_outputs(
         low_confidence_below=package.low_confidence_below,
     )
     report["test_time_flips"] = {"averaged": segmentation.tta, "flips": list(segmentation.flips)}
+    report.update(brain_summary(segmentation.brain_volume_ml, segmentation.brain_mask_method))
     report["outputs"] = {"mask": str(outputs.mask)}
     for path in outputs.all_paths():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +170,9 @@ def write_case_outputs(
             raise BadInputError(outputs.uncertainty, "no disagreement map: the segmentation ran without uncertainty=True")
         write_volume(segmentation.disagreement, outputs.uncertainty, overwrite=outputs.overwrite)
         report["outputs"]["uncertainty"] = str(outputs.uncertainty)
+    if outputs.brain_mask is not None:
+        write_mask(segmentation.brain, outputs.brain_mask, overwrite=outputs.overwrite)
+        report["outputs"]["brain_mask"] = str(outputs.brain_mask)
     paths = outputs.report_paths()
     if paths:
         report["outputs"].update({kind: str(path) for kind, path in paths.items()})

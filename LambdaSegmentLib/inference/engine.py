@@ -43,6 +43,7 @@ from LambdaSegmentLib.preprocessing.prepare import PreparedInput
 from .devices import describe_device, resolve_device
 from .memory import bytes_per_slice, default_memory_budget_bytes, max_slices_per_pass, parameter_bytes
 from .package import ModelPackage, load_model_package
+from .postprocess import PostProcessing, postprocess
 from .slabs import Slab, plan_slabs
 
 ANATOMICAL_AXES = ("left-right", "anterior-posterior", "superior-inferior")  # LPS x, y, z
@@ -67,6 +68,9 @@ class Segmentation:
         tta: whether ``probability`` is the mean over ``flips`` (else the unflipped pass).
         disagreement: with ``uncertainty=True``, the standard deviation over ``flips`` of the
             probability (0–0.5), float32 on the DWI grid; else None.
+        brain: 1 = brain, uint8, on the DWI grid (``preprocessing.brain_mask``); ``probability``
+            and ``mask`` are 0 outside it.
+        brain_mask_method: the method that made ``brain``.
     """
 
     probability: Volume
@@ -78,6 +82,13 @@ class Segmentation:
     flips: tuple[str, ...] = ("none",)
     tta: bool = False
     disagreement: Volume | None = None
+    brain: Volume | None = None
+    brain_mask_method: str = "none"
+
+    @property
+    def brain_volume_ml(self) -> float:
+        """Volume of ``brain`` in mL."""
+        return float(np.count_nonzero(self.brain.array)) * self.brain.voxel_volume_mm3 / 1000.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,7 @@ def tta_flips(prepared: PreparedInput) -> list[StackFlip]:
 
 def postprocessing_flips(manifest: dict) -> bool:
     """Whether the manifest turns test-time flips on by default (``postprocessing.test_time_flips``)."""
-    return bool((manifest.get("postprocessing") or {}).get("test_time_flips", False))
+    return PostProcessing.from_manifest(manifest).test_time_flips
 
 
 def predict_over_flips(
@@ -226,7 +237,10 @@ def segment_study(
     tta: bool | None = None,
     uncertainty: bool = False,
 ) -> Segmentation:
-    """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid.
+    """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid, both 0
+    outside the study's brain mask (the manifest's ``brain_mask`` method, default
+    ``preprocessing.brain_mask.DEFAULT_BRAIN_MASK_METHOD``): an infarct is never reported
+    outside the brain.
 
     Args:
         study: the loaded study (DWI b1000, ADC in 1e-3 mm^2/s, eADC).
@@ -242,9 +256,12 @@ def segment_study(
             comes from the unflipped pass unless ``tta``).
     """
     from LambdaSegmentLib.preprocessing import prepare_input
+    from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD, brain_mask
 
     start = time.perf_counter()
     package = package if package is not None else load_model_package()
+    brain_mask_method = str(package.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD))
+    brain = brain_mask(study.dwi, method=brain_mask_method)
     torch_device = resolve_device(device)
     prepared = prepare_input(study, package.manifest["preprocessing"])
     channels = np.asarray(prepared.channels, dtype=np.float32)
@@ -270,9 +287,10 @@ def segment_study(
             "its weights are unusable here",
         )
     probability_volume = prepared.to_dwi_grid(probability)
-    values = np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0)
+    values = np.where(brain, np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0), np.float32(0.0))
     probability_volume = probability_volume.with_array(values)
-    mask = probability_volume.with_array((values >= package.threshold).astype(np.uint8))
+    settings = PostProcessing.from_manifest(package.manifest)
+    mask = postprocess(probability_volume, study.dwi, brain, settings)
     disagreement = prepared.to_dwi_grid(spread) if uncertainty and spread is not None else None
     if disagreement is not None:
         disagreement = disagreement.with_array(np.clip(np.asarray(disagreement.array), 0.0, 0.5).astype(np.float32))
@@ -281,9 +299,11 @@ def segment_study(
         mask=mask,
         seconds=time.perf_counter() - start,
         device=describe_device(torch_device),
-        threshold=package.threshold,
+        threshold=settings.threshold,
         num_slabs=len(slabs),
         flips=tuple(flip.name for flip in flips),
         tta=tta,
         disagreement=disagreement,
+        brain=study.dwi.with_array(brain.astype(np.uint8)),
+        brain_mask_method=brain_mask_method,
     )

@@ -9,6 +9,8 @@ manifest (nnU-Net "plans" style) carries everything inference must re-apply exac
   (channel order, in-plane spacing in mm, normalisation, pad multiple)
 - ``slice_context``: T, slices the model saw per training sample
 - ``threshold``: probability at and above which a voxel is infarct
+- ``brain_mask``: the ``preprocessing.brain_mask`` method outside whose mask nothing is
+  infarct (absent: its default)
 - ``weights_file``, ``weights_sha256``: the state dict (``torch.save``) and its SHA-256
 - optional ``low_confidence_mean_probability`` (with ``low_confidence_rule``, how it was chosen):
   lesions whose mean probability is below it are flagged for review
@@ -123,6 +125,9 @@ def save_model_package(model: nn.Module, manifest: dict[str, Any], directory: st
         created=manifest.get("created") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     manifest.setdefault("slice_context", getattr(model, "slice_context", None))
+    from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD
+
+    manifest.setdefault("brain_mask", DEFAULT_BRAIN_MASK_METHOD)
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return directory
 

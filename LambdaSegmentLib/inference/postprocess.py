@@ -13,7 +13,8 @@ order, on the 26-connected components of ``probability >= threshold`` inside the
    (:mod:`.symmetry`); acute infarcts are one-sided, the rims are bilateral.
 
 A setting of ``None`` (or 0 for the sizes) turns its step off; a package without a
-``postprocessing`` block gets the threshold alone, as before.
+``postprocessing`` block gets the threshold alone, as before. ``test_time_flips`` turns the
+engine's flip averaging on by default (``engine.tta_flips``).
 """
 
 from __future__ import annotations
@@ -38,21 +39,30 @@ class PostProcessing:
         min_lesion_ml: smallest kept component, mL (0 = keep all).
         min_edge_depth_mm: smallest kept median depth below the brain edge, mm (None = off).
         contralateral_ratio: smallest kept mean DWI / mean contralateral DWI (None = off).
+        test_time_flips: average the probability over the engine's test-time flips by default.
     """
 
     threshold: float = 0.5
     min_lesion_ml: float = 0.0
     min_edge_depth_mm: float | None = None
     contralateral_ratio: float | None = None
+    test_time_flips: bool = False
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> "PostProcessing":
+        """The package's settings: the manifest's ``threshold`` and its ``postprocessing`` block."""
         block = dict(manifest.get("postprocessing") or {})
-        unknown = set(block) - {f for f in cls.__dataclass_fields__}
+        if "threshold" in block:
+            raise ValueError("postprocessing may not hold a threshold: the manifest's top-level threshold is the one")
+        unknown = set(block) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown postprocessing setting(s) {sorted(unknown)}")
-        block.setdefault("threshold", float(manifest.get("threshold", 0.5)))
-        return cls(**block)
+        return cls(threshold=float(manifest.get("threshold", 0.5)), **block)
+
+    def manifest_entries(self) -> dict[str, Any]:
+        """``{"threshold": ..., "postprocessing": {...}}`` to write into a manifest."""
+        block = self.as_dict()
+        return {"threshold": block.pop("threshold"), "postprocessing": block}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,7 +4,7 @@ Volumes come from ``LambdaSegmentLib.lesions`` only.
 """
 
 from .figure import write_report_figure
-from .summary import DISCLAIMER, RADIOLOGICAL_CONVENTION, build_report, sha256_of_input
+from .summary import DISCLAIMER, PLAUSIBLE_BRAIN_VOLUME_ML, RADIOLOGICAL_CONVENTION, brain_summary, build_report, sha256_of_input
 from .tables import (
     SUMMARY_COLUMNS,
     csv_text,
@@ -17,8 +17,10 @@ from .tables import (
 
 __all__ = [
     "DISCLAIMER",
+    "PLAUSIBLE_BRAIN_VOLUME_ML",
     "RADIOLOGICAL_CONVENTION",
     "SUMMARY_COLUMNS",
+    "brain_summary",
     "build_report",
     "csv_text",
     "read_csv",

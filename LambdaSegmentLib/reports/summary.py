@@ -21,6 +21,8 @@ ADC_CORE_NOTE = (
     "thrombectomy trials); not a perfusion measure"
 )
 CONFIDENCE_NOTE = "Confidence: the model's mean output probability over a lesion, not a calibrated risk"
+#: A brain volume (mL) outside this range usually means a wrong brain mask or a non-brain image.
+PLAUSIBLE_BRAIN_VOLUME_ML = (800.0, 2000.0)
 RADIOLOGICAL_CONVENTION = "Radiological convention: patient left on image right (R on image left, L on image right)"
 
 
@@ -112,3 +114,17 @@ def build_report(
         "lesions": [lesion.as_dict() for lesion in lesions],
         "slice_areas_mm2": [float(a) for a in slice_areas_mm2(mask, slice_axis=slice_axis)],
     }
+
+
+def brain_summary(brain_volume_ml: float, method: str) -> dict[str, Any]:
+    """The report's brain-mask entries: ``brain_volume_ml``, ``brain_mask_method`` and
+    ``warnings`` (a list, one line each) when the volume is outside
+    :data:`PLAUSIBLE_BRAIN_VOLUME_ML`."""
+    low, high = PLAUSIBLE_BRAIN_VOLUME_ML
+    warnings = []
+    if not low <= brain_volume_ml <= high:
+        warnings.append(
+            f"brain volume {brain_volume_ml:.0f} mL is outside the plausible {low:.0f}-{high:.0f} mL: the brain mask may be "
+            "wrong, the image may not be a brain DWI, or the slices may cover only part of the brain; check the brain mask"
+        )
+    return {"brain_volume_ml": round(float(brain_volume_ml), 3), "brain_mask_method": method, "warnings": warnings}

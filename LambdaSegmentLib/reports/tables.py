@@ -88,6 +88,8 @@ def report_row(report: Mapping[str, Any]) -> dict[str, str]:
     for entry in report["input_files"]:
         row[f"{entry['role']}_file"] = entry["path"]
         row[f"{entry['role']}_sha256"] = entry["sha256"] or ""
+    if "brain_volume_ml" in report:
+        row["brain_volume_ml"] = f"{report['brain_volume_ml']:.1f}"
     row["slice_areas_mm2"] = ";".join(f"{area:.2f}" for area in report["slice_areas_mm2"])
     row["warnings"] = WARNINGS_SEPARATOR.join(report.get("input", {}).get("warnings", []))
     row["disclaimer"] = report["disclaimer"]

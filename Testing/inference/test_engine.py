@@ -12,6 +12,7 @@ from LambdaSegmentLib.inference.phantom import make_phantom
 from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io import load_study
 from LambdaSegmentLib.preprocessing import prepare_input
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask
 
 
 def test_segment_study_returns_maps_on_the_dwi_grid_equal_to_the_plain_model(tmp_path: Path) -> None:
@@ -31,7 +32,11 @@ def test_segment_study_returns_maps_on_the_dwi_grid_equal_to_the_plain_model(tmp
 
     prepared = prepare_input(study, package.manifest["preprocessing"])
     plain = predict_probability(package.model, prepared.channels, device=torch.device("cpu"))
-    np.testing.assert_allclose(result.probability.array, prepared.to_dwi_grid(plain).array, atol=1e-4)
+    brain = result.brain.array.astype(bool)
+    np.testing.assert_array_equal(brain, brain_mask(study.dwi))  # the manifest's (default) method
+    assert result.brain_mask_method == "dwi_morphology"
+    np.testing.assert_allclose(result.probability.array[brain], prepared.to_dwi_grid(plain).array[brain], atol=1e-4)
+    assert not result.probability.array[~brain].any()  # nothing outside the brain
     # The package's own model is untouched (BatchNorms still there, weights on the CPU).
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in package.model.modules())
     assert all(p.device.type == "cpu" for p in package.model.parameters())

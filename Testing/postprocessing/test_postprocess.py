@@ -79,11 +79,14 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
-    block = {"threshold": 0.6, "min_lesion_ml": 0.1, "contralateral_ratio": 1.2, "min_edge_depth_mm": 4.0}
-    settings = PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": block})
-    assert settings.as_dict() == block
+    block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "test_time_flips": False}
+    settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
+    assert settings == PostProcessing(threshold=0.6, **block)
+    assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
     with pytest.raises(ValueError, match="unknown postprocessing"):
         PostProcessing.from_manifest({"postprocessing": {"minimum": 3}})
+    with pytest.raises(ValueError, match="top-level threshold"):
+        PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": {"threshold": 0.3}})
 
 
 def test_false_positives_are_split_into_exclusive_regions() -> None:

@@ -67,5 +67,5 @@ def test_gui_bound_parameters_exist_in_the_parameter_node(lambda_segment_module)
         for element in ElementTree.parse(UI_FILE).iter("property")
         if element.get("name") == "SlicerParameterName"
     }
-    assert bound == {"dwiVolume", "adcVolume", "outputSegmentation"}
+    assert bound == {"dwiVolume", "adcVolume", "outputSegmentation", "showBrainMask"}
     assert bound <= set(lambda_segment_module.LambdaSegmentParameterNode.__annotations__)
