@@ -33,6 +33,12 @@ the ISLES'22 images may not be redistributed; the command regenerates them).
     .venv/bin/python benchmarks/real_scan_cv.py --label bundled-raw --postprocessing none
     .venv/bin/python benchmarks/real_scan_cv.py --label bundled-pp --postprocessing choose
     .venv/bin/python benchmarks/real_scan_cv.py --label NAME --fold-packages A=runs/a/pkg B=runs/b/pkg --synthetic
+
+The shipped package's post-processing is chosen by the same rule on everything it may use
+(both cases, native and 6 mm, and the synthetic validation studies) and written into its
+manifest; no held-out number comes from this mode:
+
+    .venv/bin/python benchmarks/real_scan_cv.py --ship LambdaSegmentLib/resources/models/lambdaunet-dwi --steps threshold size edge
 """
 
 from __future__ import annotations
@@ -211,7 +217,9 @@ def fold_package(spec: str) -> ModelPackage:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--label", required=True, help="name of this row (results file stem)")
+    parser.add_argument("--label", help="name of this row (results file stem)")
+    parser.add_argument("--ship", type=Path, default=None, metavar="PKG",
+                        help="choose PKG's post-processing on both cases + synthetic validation and write it into its manifest")
     parser.add_argument("--fold-packages", nargs="*", default=["A=bundled", "B=bundled"], metavar="FOLD=PKG")
     parser.add_argument("--postprocessing", choices=("choose", "package", "none"), default="choose")
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
@@ -222,6 +230,11 @@ def main() -> None:
     args = parser.parse_args()
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
+    if args.ship is not None:
+        ship(args.ship, tuple(args.steps))
+        return
+    if not args.label:
+        parser.error("--label is required (or --ship PKG)")
     specs = dict(item.split("=", 1) for item in args.fold_packages)
     missing = [fold for fold in args.folds if fold not in specs]
     if missing:
@@ -266,6 +279,29 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.label}.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"written {OUT / (args.label + '.json')} in {results['seconds']} s")
+
+
+def ship(package_dir: Path, steps: tuple[str, ...]) -> None:
+    """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
+    studies (the folds' rule, with every case it may use) and write it into its manifest."""
+    package = load_model_package(package_dir)
+    own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False)
+           for case in CASES for thick in (False, True)]
+    validation = [prepare(f"synth-{seed}", *synthetic(seed, skull_stripped=True), package, regions=False)
+                  for seed in SYNTHETIC_VALIDATION_SEEDS]
+    settings, objective = choose(own, validation, steps)
+    manifest_path = Path(package_dir) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest.update(settings.manifest_entries())
+    manifest["postprocessing_choice"] = {
+        "command": "benchmarks/real_scan_cv.py --ship PKG --steps " + " ".join(steps),
+        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"],
+        "objective": round(objective, 4),
+    }
+    temporary = manifest_path.with_name(manifest_path.name + ".partial")
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(manifest_path)
+    print(f"{manifest_path}: {json.dumps(settings.manifest_entries())} (objective {objective:.4f})")
 
 
 def synthetic_scores(package: ModelPackage, settings: PostProcessing) -> dict[str, Any]:

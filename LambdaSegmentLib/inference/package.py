@@ -146,6 +146,12 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     missing = [key for key in REQUIRED_KEYS if key not in manifest]
     if missing:
         raise BadInputError(path, f"model manifest lacks {', '.join(missing)}")
+    from .postprocess import PostProcessing
+
+    try:
+        PostProcessing.from_manifest(manifest)
+    except (TypeError, ValueError) as error:
+        raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
     return manifest
 
 

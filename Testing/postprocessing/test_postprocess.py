@@ -104,3 +104,19 @@ def test_false_positives_are_split_into_exclusive_regions() -> None:
     prediction[3, 10, 12] = True  # elsewhere
     split = false_positive_ml_by_region(prediction, truth, depth_mm=depth, posterior_fossa=fossa, voxel_volume_mm3=1000.0, edge_mm=1.0)
     assert split == {"fp_ml": 3.0, "fp_edge_ml": 1.0, "fp_posterior_fossa_ml": 1.0, "fp_elsewhere_ml": 1.0}
+
+
+def test_a_package_with_a_bad_postprocessing_block_is_refused_naming_its_manifest(tmp_path) -> None:  # noqa: ANN001
+    import json
+    import shutil
+
+    from LambdaSegmentLib.errors import BadInputError
+    from LambdaSegmentLib.inference import BUNDLED_PACKAGE, load_model_package
+
+    package = tmp_path / "pkg"
+    shutil.copytree(BUNDLED_PACKAGE, package)
+    manifest = json.loads((package / "manifest.json").read_text())
+    manifest["postprocessing"] = {"min_edge_depth": 4}
+    (package / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BadInputError, match="manifest.json.*post-processing is invalid"):
+        load_model_package(package)
