@@ -56,8 +56,7 @@ class CaseOutputs:
 
     def all_paths(self) -> list[Path]:
         paths = [self.mask, *self.report_paths().values()]
-        return paths + [path for path in (self.probability, self.uncertainty) if path is not None]
-        return paths + [path for path in (self.probability, self.brain_mask) if path is not None]
+        return paths + [path for path in (self.probability, self.uncertainty, self.brain_mask) if path is not None]
 
 
 def has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
