@@ -240,7 +240,10 @@ def main() -> None:
     if missing:
         raise SystemExit(f"real_scan_cv: no package for fold(s) {missing}; give --fold-packages FOLD=DIR")
     start = time.perf_counter()
-    results: dict[str, Any] = {"label": args.label, "postprocessing": args.postprocessing, "steps": args.steps, "folds": {}}
+    from LambdaSegmentLib.training.export import source_revision
+
+    results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
+                               "steps": args.steps, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
     for fold in args.folds:
         own, held_out = FOLDS[fold]
