@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
 
-One row per result file (``real_scan_cv.py --label``) and fold; held-out case scores native
+One row per result file (``real_scan_cv.py --label``) and fold, with the code revision it ran
+at (files written before the revision was recorded say "before f75a548"); held-out case scores native
 and as 6 mm slabs; the ADC rule once per held-out case. A fold whose package had its
 checkpoint chosen on the case it is scored on is marked as not held out.
 """
@@ -45,7 +46,8 @@ def main() -> None:
             leak = CHOSE_ON.get(entry["weights_sha256"]) == held_out
             mark = " **not held out: this case chose the weights**" if leak else ""
             scores = entry["scores"]
-            lines.append(f"| {result['label']} | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])} "
+            revision = (result.get("revision") or "before f75a548")[:7]
+            lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])} "
                          f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])
     for case, (native, thick) in sorted(rules.items()):
