@@ -119,19 +119,17 @@ class SegmentationDataModule(L.LightningDataModule):
     def train_dataset(self, epoch: int = 0) -> Dataset:
         """The training windows of ``epoch`` (fresh synthetic studies every epoch)."""
         parts: list[Dataset] = []
+        # what synthetic and real-background studies share: per-epoch seeds, windows, preprocessing
+        studies = dict(preprocessing=self.preprocessing, windows_per_study=self.windows_per_study,
+                       window_slices=self.window_slices, size_hw=self.size_hw, base_seed=self.seed, epoch=epoch,
+                       lesion_probability=self.lesion_probability)
         if self.train_cases:
             parts.append(RealWindows(self.train_cases, window_slices=self.window_slices, size_hw=self.size_hw, seed=self.seed, epoch=epoch))
         if self.synthetic_studies:
             parts.append(
                 SyntheticWindows(
                     self.synthetic_studies,
-                    preprocessing=self.preprocessing,
-                    windows_per_study=self.windows_per_study,
-                    window_slices=self.window_slices,
-                    size_hw=self.size_hw,
-                    base_seed=self.seed,
-                    epoch=epoch,
-                    lesion_probability=self.lesion_probability,
+                    **studies,
                     ranges=self.synthesis_ranges,
                     artefact_probability=self.artefact_probability,
                 )
@@ -142,13 +140,7 @@ class SegmentationDataModule(L.LightningDataModule):
                 RealBackgroundWindows(
                     self.backgrounds,
                     studies=self.real_background_studies,
-                    preprocessing=self.preprocessing,
-                    windows_per_study=self.windows_per_study,
-                    window_slices=self.window_slices,
-                    size_hw=self.size_hw,
-                    base_seed=self.seed,
-                    epoch=epoch,
-                    lesion_probability=self.lesion_probability,
+                    **studies,
                     augment=functools.partial(augment_window, dwi_channel=channels.index("dwi"), eadc_channel=channels.index("eadc")),
                 )
             )

@@ -7,23 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask
 from LambdaSegmentLib.slicer_bridge import segment_mask_on_grid, volume_from_node
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="session")
-def untrained_package(tmp_path_factory):
-    return save_untrained_package(tmp_path_factory.mktemp("untrained-package-brain"), seed=3)
-
-
-@pytest.fixture
-def logic(lambda_segment_module, untrained_package, mrml):
-    logic = lambda_segment_module.LambdaSegmentLogic()
-    logic.modelPackageDir = str(untrained_package)
-    return logic
 
 
 @pytest.fixture

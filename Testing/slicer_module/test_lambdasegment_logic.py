@@ -16,7 +16,6 @@ import tomllib
 import numpy as np
 import pytest
 
-from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io.writing import SEGMENT_COLOR
 from LambdaSegmentLib.lesions import lesion_volume_ml
 from LambdaSegmentLib.slicer_bridge import segment_mask_on_grid, update_node_from_volume, volume_from_node
@@ -25,18 +24,6 @@ from LambdaSegmentLib.slicer_job import JobCancelled, segment_volumes
 from lambdasegment_mrml import REPO_ROOT, add_volume_node, slicer
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="session")
-def untrained_package(tmp_path_factory):
-    return save_untrained_package(tmp_path_factory.mktemp("untrained-package"), seed=3)
-
-
-@pytest.fixture
-def logic(lambda_segment_module, untrained_package, mrml):
-    logic = lambda_segment_module.LambdaSegmentLogic()
-    logic.modelPackageDir = str(untrained_package)
-    return logic
 
 
 @pytest.fixture

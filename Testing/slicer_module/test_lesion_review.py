@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from LambdaSegmentLib.inference import load_model_package
-from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.lesions import lesion_table
 from LambdaSegmentLib.slicer_bridge import segment_mask_on_grid, slice_offset_through, volume_from_node
 from LambdaSegmentLib.slicer_job import segment_volumes
@@ -24,18 +23,6 @@ pytestmark = pytest.mark.timeout(300)
 RUN = {"model": {"name": "hand-made", "version": "0", "sha256": "0" * 64, "training_data": "none"}, "device": "cpu",
        "seconds": 0.0, "threshold": 0.5, "adc_unit_detected": "1e-3 mm2/s", "b_value": 1000.0,
        "low_confidence_mean_probability": 0.7}
-
-
-@pytest.fixture(scope="module")
-def untrained_package(tmp_path_factory):
-    return save_untrained_package(tmp_path_factory.mktemp("untrained-package"), seed=3)
-
-
-@pytest.fixture
-def logic(lambda_segment_module, untrained_package, mrml):
-    logic = lambda_segment_module.LambdaSegmentLogic()
-    logic.modelPackageDir = str(untrained_package)
-    return logic
 
 
 LARGE = (slice(4, 7), slice(50, 65), slice(55, 70))  # [k, j, i] boxes inside the synthetic brain,
