@@ -15,27 +15,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
-class BadInputError(ValueError):
+class _SourcedMessage:
+    """One line naming the source and the problem; rebuilt from (source, problem) when it
+    crosses a process boundary (report-page helper, segment-dir workers, DDP)."""
+
+    def __init__(self, source: str | Path | None, problem: str) -> None:
+        self.source = None if source is None else str(source)
+        self.problem = problem
+        super().__init__(f"{self.source}: {problem}" if self.source else problem)
+
+    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
+        return type(self), (self.source, self.problem)
+
+
+class BadInputError(_SourcedMessage, ValueError):
     """A problem with user input. ``str(error)`` is one line naming the source and the problem."""
 
-    def __init__(self, source: str | Path | None, problem: str) -> None:
-        self.source = None if source is None else str(source)
-        self.problem = problem
-        super().__init__(f"{self.source}: {problem}" if self.source else problem)
 
-    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
-        # Rebuilt from (source, problem) when it crosses a process boundary (report-page helper, DDP).
-        return type(self), (self.source, self.problem)
-
-
-class InputWarning(UserWarning):
+class InputWarning(_SourcedMessage, UserWarning):
     """Something about an input that was used but deserves a look. ``str(warning)`` is one
     line naming the source and the problem, like :class:`BadInputError`."""
-
-    def __init__(self, source: str | Path | None, problem: str) -> None:
-        self.source = None if source is None else str(source)
-        self.problem = problem
-        super().__init__(f"{self.source}: {problem}" if self.source else problem)
-
-    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
-        return type(self), (self.source, self.problem)
