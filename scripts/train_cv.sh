@@ -7,6 +7,8 @@
 #   scripts/train_cv.sh foldB         # stage 2: from the pretrain, + case 0003 as injection background
 #   scripts/train_cv.sh shipped       # stage 2: from the pretrain, + both cases
 #   scripts/train_cv.sh evaluate      # real_scan_cv.py on foldA/foldB, post-processing chosen per fold
+#   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
+#                                     # chosen (both cases + synthetic), then copied over the bundled package
 #
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
@@ -16,6 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 RUNS=${RUNS:-runs/cv}
+SHIP_VERSION=${SHIP_VERSION:-2.0.0}  # the bundled package's version when the shipped stage is shipped
+BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
 stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate [train options]}
 shift
@@ -27,11 +31,12 @@ WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probabili
 
 train() {  # train STAGE [options]: resumes from $RUNS/STAGE/work/checkpoints/last.ckpt when present
     local name=$1; shift
-    local work="$RUNS/$name/work" resume=()
+    local work="$RUNS/$name/work" resume=() package_name="lambdaunet-dwi-$name" version=2.0.0-dev
+    if [[ $name == shipped ]]; then package_name=lambdaunet-dwi; version=$SHIP_VERSION; fi
     if [[ -f "$work/checkpoints/last.ckpt" && "${RESUME:-1}" == 1 ]]; then
         resume=(--resume "$work/checkpoints/last.ckpt")
     fi
-    "$PYTHON" -m LambdaSegmentLib train "${MODEL[@]}" "${WINDOWS[@]}" --name "lambdaunet-dwi-$name" --version 2.0.0-dev \
+    "$PYTHON" -m LambdaSegmentLib train "${MODEL[@]}" "${WINDOWS[@]}" --name "$package_name" --version "$version" \
         --output "$RUNS/$name/pkg" --work-dir "$work" --overwrite "${resume[@]}" "$@"
 }
 
@@ -57,5 +62,10 @@ case "$stage" in
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
+    ship)
+        [[ -f "$RUNS/shipped/pkg/manifest.json" ]] || { echo "train_cv.sh: run the shipped stage first" >&2; exit 2; }
+        "$PYTHON" benchmarks/real_scan_cv.py --ship "$RUNS/shipped/pkg" --steps threshold size edge
+        "$PYTHON" scripts/choose_confidence_threshold.py --model "$RUNS/shipped/pkg"
+        cp "$RUNS/shipped/pkg/manifest.json" "$RUNS/shipped/pkg/weights.pt" "$BUNDLED/" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
