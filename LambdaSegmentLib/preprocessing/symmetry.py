@@ -9,9 +9,11 @@ mirror (a reflection across the LPS x = centre plane, i.e. through the brain's c
 perpendicular to the patient's L-R axis, whatever the acquisition's orientation) is
 registered rigidly onto the study (SimpleITK, mean squares on the brain-median-normalised
 DWI inside the brain). The registered mirror, resampled onto the study's grid, is the
-contralateral image. This is a post-processing *feature*: the model's input is never
-resampled; here a thick-slice stack is interpolated across slices only to compare each
-voxel with its partner, smoothed anyway (σ = 1 voxel).
+contralateral image. It is a *feature*, used twice: by the post-processing's contralateral
+check (``inference.postprocess``) and, when a manifest names it, as the ``dwi_asymmetry``
+input channel (``preprocessing.prepare``). The model's input is never resampled across
+slices; here a thick-slice stack is interpolated across slices only to compare each voxel
+with its partner, and the result lies on the DWI grid, smoothed anyway (σ = 1 voxel).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import SimpleITK as sitk
 
-from LambdaSegmentLib.io import Volume
+from ..io.volume import Volume
 
 
 def mirror_transform(volume: Volume, brain: np.ndarray) -> sitk.AffineTransform:
