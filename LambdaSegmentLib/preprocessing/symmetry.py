@@ -39,6 +39,17 @@ def mirror_transform(volume: Volume, brain: np.ndarray) -> sitk.AffineTransform:
     return transform
 
 
+def _smooth(image: sitk.Image, sigma_mm: list[float]) -> sitk.Image:
+    """Gaussian smoothing with σ (mm) per axis. ITK's recursive Gaussian needs at least 4 voxels
+    along an axis: a shorter axis (a stack of 2-3 thick slabs) is left unsmoothed."""
+    if min(image.GetSize()) >= 4:
+        return sitk.SmoothingRecursiveGaussian(image, sigma_mm)
+    for axis, sigma in enumerate(sigma_mm):
+        if image.GetSize()[axis] >= 4:
+            image = sitk.RecursiveGaussian(image, sigma, False, sitk.RecursiveGaussianImageFilter.ZeroOrder, axis)
+    return image
+
+
 def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float = 1.0, iterations: int = 60) -> tuple[np.ndarray, np.ndarray]:
     """The study's DWI and its registered mirror, both smoothed, on the DWI grid.
 
@@ -58,7 +69,7 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     median = float(np.median(values[brain])) if brain.any() else 1.0
     normalised = dwi.with_array(np.where(brain, values / max(median, 1e-6), 0.0).astype(np.float32)).to_sitk()
     sigma = [smoothing_voxels * s for s in dwi.spacing_mm]
-    smooth = sitk.SmoothingRecursiveGaussian(normalised, sigma) if smoothing_voxels > 0 else normalised
+    smooth = _smooth(normalised, sigma) if smoothing_voxels > 0 else normalised
     if not brain.any():
         array = sitk.GetArrayFromImage(smooth).astype(np.float32)
         return array, np.zeros_like(array)
@@ -79,8 +90,14 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     rigid = sitk.Euler3DTransform()
     rigid.SetCenter(mirror.GetCenter())
     registration.SetInitialTransform(rigid, inPlace=False)
-    registration.SetShrinkFactorsPerLevel([2, 1])
-    registration.SetSmoothingSigmasPerLevel([1.0, 0.0])
+    if min(smooth.GetSize()) >= 4:
+        registration.SetShrinkFactorsPerLevel([2, 1])
+        registration.SetSmoothingSigmasPerLevel([1.0, 0.0])
+    else:  # a stack of 2-3 thick slabs: ITK's recursive Gaussians (pyramid, gradients) need 4 voxels per axis
+        registration.SetShrinkFactorsPerLevel([1])
+        registration.SetSmoothingSigmasPerLevel([0.0])
+        registration.SetMetricUseFixedImageGradientFilter(False)
+        registration.SetMetricUseMovingImageGradientFilter(False)
     registration.SmoothingSigmasAreSpecifiedInPhysicalUnitsOff()
     fitted = registration.Execute(smooth, mirrored)
     contralateral = sitk.Resample(mirrored, smooth, fitted, sitk.sitkLinear, 0.0)
