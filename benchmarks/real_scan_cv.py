@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
-from LambdaSegmentLib.inference.symmetry import contralateral_dwi  # noqa: E402
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402

@@ -10,6 +10,15 @@
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
 #
+# Issue 13's ablation, a learned contralateral channel against the paper's two channels: the same
+# stage 2 (steps, seed, lr) with the input [eADC, DWI, dwi_asymmetry], from the same two-channel
+# pretrain (--init-weights widens its stem with zero weights for the new channel, so each run starts
+# as the two-channel model):
+#
+#   scripts/train_cv.sh foldA-contra  # stage 2 as foldA, + the dwi_asymmetry channel
+#   scripts/train_cv.sh foldB-contra  # stage 2 as foldB, + the dwi_asymmetry channel
+#   scripts/train_cv.sh evaluate-contra   # real_scan_cv.py on foldA-contra/foldB-contra, as evaluate
+#
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
 # resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
@@ -21,11 +30,18 @@ RUNS=${RUNS:-runs/cv}
 SHIP_VERSION=${SHIP_VERSION:-2.0.0}  # the bundled package's version when the shipped stage is shipped
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra [train options]}
 shift
 
-MODEL=(--model lambda_unet --model-config '{"widths": [16, 32, 64, 128, 256], "value_dim": 8}'
-       --preprocessing '{"channels": ["eadc", "dwi"], "in_plane_spacing_mm": 2.0, "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"}, "pad_multiple": 16}')
+PAPER_CHANNELS='["eadc", "dwi"]'
+CONTRA_CHANNELS='["eadc", "dwi", "dwi_asymmetry"]'
+model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and preprocessing of every stage
+    local in_channels=""  # the paper's two channels keep the config the pretrain package recorded
+    if [[ $# -ge 2 ]]; then in_channels=", \"in_channels\": $2"; fi
+    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$in_channels}"
+           --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
+}
+model "$PAPER_CHANNELS"
 WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probability 0.8 --artefact-augmentation 0.5
          --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' --workers 1 --accelerator cpu --devices 1 --log-every-steps 4)
 
@@ -59,6 +75,8 @@ case "$stage" in
     foldA) finetune foldA sub-strokecase0001 ;;
     foldB) finetune foldB sub-strokecase0003 ;;
     shipped) finetune shipped sub-strokecase0001 sub-strokecase0003 ;;
+    foldA-contra) model "$CONTRA_CHANNELS" 3; finetune foldA-contra sub-strokecase0001 ;;
+    foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
@@ -67,5 +85,8 @@ case "$stage" in
         "$PYTHON" benchmarks/real_scan_cv.py --ship "$RUNS/shipped/pkg" --steps threshold size edge
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$RUNS/shipped/pkg"
         cp "$RUNS/shipped/pkg/manifest.json" "$RUNS/shipped/pkg/weights.pt" "$BUNDLED/" ;;
+    evaluate-contra)
+        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-contra --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
+            --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

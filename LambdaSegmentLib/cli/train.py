@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--model-config", type=_json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
     model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=("bce", "dice_bce"), default="bce", help="bce (the paper's) or dice_bce")
-    model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights (same architecture) instead of a random initialisation")
+    model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
+                       "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
 
     data = parser.add_argument_group("data")
@@ -99,18 +100,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def initialise_from_package(module: Any, package_dir: Path, model: str, model_config: dict[str, Any]) -> None:
-    """Copy a package's weights (SHA-256 checked, ``weights_only``) into ``module.model``; the
-    architecture must be the one being trained."""
-    from LambdaSegmentLib.inference import load_model_package
-
-    package = load_model_package(package_dir)
-    architecture = package.manifest["architecture"]
-    if architecture["name"] != model or dict(architecture.get("config", {})) != dict(model_config):
-        raise BadInputError(package_dir, f"--init-weights holds {architecture['name']} {architecture.get('config', {})}, not {model} {model_config}")
-    module.model.load_state_dict(package.model.state_dict())
-
-
 def _devices(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
@@ -130,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         latest_checkpoint,
         recipe,
     )
+    from LambdaSegmentLib.training.init_weights import initialise_from_package
 
     output: Path = args.output
     if output.exists() and any(output.iterdir()) and not args.overwrite and args.resume is None:
@@ -173,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         activation_checkpointing=args.activation_checkpointing,
     )
     if args.init_weights is not None:
-        initialise_from_package(module, args.init_weights, args.model, args.model_config)
+        print(initialise_from_package(module.model, args.init_weights, args.model, args.model_config, preprocessing), file=sys.stderr, flush=True)
     started = time.monotonic()
 
     def manifest(current: SegmentationModule, state: dict[str, Any]) -> dict[str, Any]:

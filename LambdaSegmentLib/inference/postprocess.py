@@ -10,7 +10,7 @@ order, on the 26-connected components of ``probability >= threshold`` inside the
    DWI lie at the edge; an infarct lies in tissue).
 3. ``contralateral_ratio``: a component is kept only if its mean DWI is at least this many
    times the mean of the registered contralateral DWI on the same voxels
-   (:mod:`.symmetry`); acute infarcts are one-sided, the rims are bilateral.
+   (:mod:`LambdaSegmentLib.preprocessing.symmetry`); acute infarcts are one-sided, the rims are bilateral.
 
 A setting of ``None`` (or 0 for the sizes) turns its step off; a package without a
 ``postprocessing`` block gets the threshold alone, as before. ``test_time_flips`` turns the
@@ -131,7 +131,7 @@ def find_components(
         brain: bool, same shape.
         voxel_volume_mm3: one voxel's volume.
         depth_mm: :func:`edge_depth_mm` of ``brain``.
-        dwi_smoothed, contralateral: :func:`.symmetry.contralateral_dwi`'s pair, or None.
+        dwi_smoothed, contralateral: :func:`LambdaSegmentLib.preprocessing.symmetry.contralateral_dwi`'s pair, or None.
     """
     candidate = (np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool)
     labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
@@ -159,7 +159,7 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         brain: bool (nk, nj, ni) brain mask; nothing outside it is ever a lesion.
         settings: the package's :class:`PostProcessing`.
     """
-    from .symmetry import contralateral_dwi
+    from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi
 
     brain = np.asarray(brain, dtype=bool)
     pair = contralateral_dwi(dwi, brain) if settings.needs_contralateral and brain.any() else (None, None)

@@ -6,7 +6,10 @@ Everything is driven by the model manifest's ``preprocessing`` block, for exampl
      "normalization": {"dwi": "brain_median", "eadc": "clip01"}, "pad_multiple": 16}
 
 Channels are normalised on the native DWI grid (statistics over the DWI's brain
-foreground), then put on the model's slice stack (:mod:`.slice_stack`).
+foreground), then put on the model's slice stack (:mod:`.slice_stack`). A *derived*
+channel is computed on the DWI grid from the study's final signals, then stacked the same
+way: ``"dwi_asymmetry"`` (:func:`.symmetry.dwi_asymmetry`, the DWI minus its registered
+contralateral mirror; it costs a rigid registration, paid only when a manifest names it).
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ from ..io.foreground import brain_foreground
 from ..io.grid import grid_differences
 from ..io.study import Study
 from ..io.volume import Volume
+from . import symmetry
 from .normalization import normalize
 from .slice_axis import acquisition_plane
 from .slice_stack import SliceStackGrid, plan_slice_stack
 
-CHANNELS = ("eadc", "dwi", "adc")
+#: Channels read from the study and normalised by the manifest's ``normalization``.
+STUDY_CHANNELS = ("eadc", "dwi", "adc")
+#: Channels computed from the study, normalised by their own definition (no ``normalization`` entry).
+DERIVED_CHANNELS = ("dwi_asymmetry",)
+CHANNELS = STUDY_CHANNELS + DERIVED_CHANNELS
 
 
 @dataclass(frozen=True)
@@ -92,8 +100,9 @@ class PreparedInput:
 def prepare_input(study: Study, preprocessing: Mapping[str, Any]) -> PreparedInput:
     """The model input of ``study`` as the manifest's ``preprocessing`` block prescribes.
 
-    Keys: ``channels`` (names from "eadc", "dwi", "adc"; required), ``normalization``
-    (channel → method of :data:`.normalization.NORMALIZATIONS`; default "none"),
+    Keys: ``channels`` (names from :data:`CHANNELS`; required), ``normalization``
+    (channel → method of :data:`.normalization.NORMALIZATIONS`; default "none"; derived
+    channels take none: ``dwi_asymmetry`` is in brain-median units clipped to ±4),
     ``in_plane_spacing_mm`` (None or absent: native spacing), ``pad_multiple`` (default 16).
 
     Raises:
@@ -104,6 +113,9 @@ def prepare_input(study: Study, preprocessing: Mapping[str, Any]) -> PreparedInp
     if not channel_names or unknown:
         raise BadInputError("model manifest", f"preprocessing channels must be a list of {CHANNELS}, got {list(channel_names)}")
     normalization = dict(preprocessing.get("normalization", {}) or {})
+    renormalised = [name for name in DERIVED_CHANNELS if normalization.get(name, "none") != "none"]
+    if renormalised:
+        raise BadInputError("model manifest", f"derived channel(s) {renormalised} are normalised by their definition; give them no normalization")
     pad_multiple = int(preprocessing.get("pad_multiple", 16))
     spacing = preprocessing.get("in_plane_spacing_mm")
     if spacing is not None and not 0.1 <= float(spacing) <= 20:
@@ -113,7 +125,11 @@ def prepare_input(study: Study, preprocessing: Mapping[str, Any]) -> PreparedInp
     brain = brain_foreground(study.dwi)
     volumes = {"eadc": study.eadc, "dwi": study.dwi, "adc": study.adc}
     stacks = [
-        grid.to_stack(normalize(normalization.get(name, "none"), volumes[name].array, brain))
+        grid.to_stack(
+            symmetry.dwi_asymmetry(study.dwi, brain)
+            if name == "dwi_asymmetry"
+            else normalize(normalization.get(name, "none"), volumes[name].array, brain)
+        )
         for name in channel_names
     ]
     return PreparedInput(

@@ -7,7 +7,8 @@ so activations grow roughly quadratically per layer with an input outside the tr
 range, and in eval mode (BatchNorm running statistics) such slices overflow to inf/NaN.
 Adding bright blobs with a *normal* ADC (eADC unchanged, mask unchanged) puts those
 intensities inside the training distribution and teaches that DWI brightness alone is not
-infarct (the physics: an infarct is DWI-bright and ADC-low).
+infarct (the physics: an infarct is DWI-bright and ADC-low). A ``dwi_asymmetry`` channel is
+left as computed from the study, so to a model that has one a blob reads as a bilateral artefact.
 """
 
 from __future__ import annotations

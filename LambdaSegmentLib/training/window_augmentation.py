@@ -7,13 +7,19 @@ time the model sees it, or it is memorised. Everything here acts on one window
 transform for every slice of the window, never a resampling across slices (thick slabs
 are made from the study's signals before preprocessing, ``metrics.thick_slices``).
 
-- left-right mirror (p 0.5): acute infarcts occur on either side;
+- left-right mirror (p 0.5): acute infarcts occur on either side; every channel flips, a
+  ``dwi_asymmetry`` channel too, unchanged in sign (the channel of a mirrored study is the
+  mirrored channel: ``Testing/preprocessing/test_dwi_asymmetry.py``);
 - rotation ±20° and scale 0.85-1.15 (p 0.7), bilinear for the image, the mask kept where
   its interpolated value is ≥ 0.5;
 - DWI contrast: gamma 0.75-1.35 on DWI / 4, a smooth multiplicative bias of ±20 %, and
   Gaussian noise of 0-0.04 (brain-median units);
 - ADC scale 0.9-1.1 (eADC = exp(−b·ADC), so eADC ** s), as between scanners;
 - in-plane blur σ 0.3-1 pixel (p 0.25): lower in-plane resolution.
+
+Geometric steps and the blur act on every channel; the DWI contrast steps act on the DWI
+channel only, so a ``dwi_asymmetry`` channel keeps the value computed from the study's
+un-augmented final signals.
 """
 
 from __future__ import annotations

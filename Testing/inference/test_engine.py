@@ -40,3 +40,25 @@ def test_segment_study_returns_maps_on_the_dwi_grid_equal_to_the_plain_model(tmp
     # The package's own model is untouched (BatchNorms still there, weights on the CPU).
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in package.model.modules())
     assert all(p.device.type == "cpu" for p in package.model.parameters())
+
+
+def test_segment_study_prepares_a_dwi_asymmetry_channel_as_training_does(tmp_path: Path) -> None:
+    """A three-channel package ([eADC, DWI, dwi_asymmetry]): the engine feeds its model what
+    prepare_input makes from the manifest (the same call the training data goes through), with
+    and without the test-time flips."""
+    from LambdaSegmentLib.inference.untrained import DEFAULT_PREPROCESSING, SMALL_LAMBDA_UNET
+
+    preprocessing = {**DEFAULT_PREPROCESSING, "channels": ["eadc", "dwi", "dwi_asymmetry"]}
+    package = load_model_package(save_untrained_package(tmp_path / "model", config={**SMALL_LAMBDA_UNET, "in_channels": 3},
+                                                        preprocessing=preprocessing))
+    phantom = make_phantom(size_ijk=(36, 40, 9), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(5.0, -10.0, 20.0))
+    study = load_study(dwi=phantom.dwi, adc=phantom.adc)
+    result = segment_study(study, package, device="cpu")
+    flipped = segment_study(study, package, device="cpu", tta=True)
+
+    prepared = prepare_input(study, preprocessing)
+    assert prepared.channels.shape[0] == 3
+    plain = predict_probability(package.model, prepared.channels, device=torch.device("cpu"))
+    brain = result.brain.array.astype(bool)
+    np.testing.assert_allclose(result.probability.array[brain], prepared.to_dwi_grid(plain).array[brain], atol=1e-4)
+    assert flipped.probability.array.shape == study.dwi.array.shape and len(flipped.flips) > 1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, postprocess
-from LambdaSegmentLib.inference.symmetry import contralateral_dwi
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi
 from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
 

@@ -94,3 +94,36 @@ def test_datamodule_serves_augmented_real_background_windows(background_folder: 
     assert datamodule.description()["real_backgrounds"]["cases"] == ["sub-bg01_ses-0001"]
     with pytest.raises(ValueError, match="real backgrounds need"):
         SegmentationDataModule(TINY_PREPROCESSING, synthetic_studies=1, real_backgrounds=[background_folder])
+
+
+@pytest.mark.needs_atlas
+def test_a_dwi_asymmetry_channel_is_computed_from_the_injected_study(background_folder: Path, monkeypatch) -> None:
+    """Real-background studies reach prepare_input after injection (and thick-slab averaging),
+    so a derived channel sees the injected infarcts: the channel served is the injected study's."""
+    from LambdaSegmentLib.preprocessing import prepare_input
+    from LambdaSegmentLib.training import real_backgrounds
+
+    contra = {**TINY_PREPROCESSING, "channels": ["eadc", "dwi", "dwi_asymmetry"]}
+    prepared_studies = []
+    original = real_backgrounds.prepare_labelled
+
+    def recording(name, study, mask, preprocessing):
+        prepared_studies.append(study)
+        return original(name, study, mask, preprocessing)
+
+    monkeypatch.setattr(real_backgrounds, "prepare_labelled", recording)
+    datamodule = SegmentationDataModule(contra, real_backgrounds=[background_folder], real_background_studies=4,
+                                        windows_per_study=1, size_hw=(32, 32), batch_size=1, seed=3)
+    datamodule.setup()
+    windows = datamodule.train_dataset(epoch=0)
+    cases = [windows.make_study(s) for s in range(4)]
+    background = datamodule.backgrounds[0]
+    injected = [(case, study) for case, study in zip(cases, prepared_studies)
+                if study.dwi.array.shape == background.study.dwi.array.shape
+                and not np.array_equal(study.dwi.array, background.study.dwi.array)]
+    assert injected, "no study of this seed got an infarct"
+    for case, study in injected:
+        assert case.channels.shape[0] == 3
+        np.testing.assert_allclose(case.channels[2], prepare_input(study, contra).channels[2], atol=1e-5)
+        unchanged = prepare_input(background.study, contra).channels[2]
+        assert not np.allclose(case.channels[2], unchanged, atol=1e-3)

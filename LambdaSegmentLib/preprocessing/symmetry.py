@@ -9,9 +9,11 @@ mirror (a reflection across the LPS x = centre plane, i.e. through the brain's c
 perpendicular to the patient's L-R axis, whatever the acquisition's orientation) is
 registered rigidly onto the study (SimpleITK, mean squares on the brain-median-normalised
 DWI inside the brain). The registered mirror, resampled onto the study's grid, is the
-contralateral image. This is a post-processing *feature*: the model's input is never
-resampled; here a thick-slice stack is interpolated across slices only to compare each
-voxel with its partner, smoothed anyway (σ = 1 voxel).
+contralateral image. It is a *feature*, used twice: by the post-processing's contralateral
+check (``inference.postprocess``) and, when a manifest names it, as the ``dwi_asymmetry``
+input channel (``preprocessing.prepare``). The model's input is never resampled across
+slices; here a thick-slice stack is interpolated across slices only to compare each voxel
+with its partner, and the result lies on the DWI grid, smoothed anyway (σ = 1 voxel).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import SimpleITK as sitk
 
-from LambdaSegmentLib.io import Volume
+from ..io.volume import Volume
 
 
 def mirror_transform(volume: Volume, brain: np.ndarray) -> sitk.AffineTransform:
@@ -35,6 +37,17 @@ def mirror_transform(volume: Volume, brain: np.ndarray) -> sitk.AffineTransform:
     transform.SetMatrix((-1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0))
     transform.SetCenter(tuple(float(c) for c in centre))
     return transform
+
+
+def _smooth(image: sitk.Image, sigma_mm: list[float]) -> sitk.Image:
+    """Gaussian smoothing with σ (mm) per axis. ITK's recursive Gaussian needs at least 4 voxels
+    along an axis: a shorter axis (a stack of 2-3 thick slabs) is left unsmoothed."""
+    if min(image.GetSize()) >= 4:
+        return sitk.SmoothingRecursiveGaussian(image, sigma_mm)
+    for axis, sigma in enumerate(sigma_mm):
+        if image.GetSize()[axis] >= 4:
+            image = sitk.RecursiveGaussian(image, sigma, False, sitk.RecursiveGaussianImageFilter.ZeroOrder, axis)
+    return image
 
 
 def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float = 1.0, iterations: int = 60) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +69,7 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     median = float(np.median(values[brain])) if brain.any() else 1.0
     normalised = dwi.with_array(np.where(brain, values / max(median, 1e-6), 0.0).astype(np.float32)).to_sitk()
     sigma = [smoothing_voxels * s for s in dwi.spacing_mm]
-    smooth = sitk.SmoothingRecursiveGaussian(normalised, sigma) if smoothing_voxels > 0 else normalised
+    smooth = _smooth(normalised, sigma) if smoothing_voxels > 0 else normalised
     if not brain.any():
         array = sitk.GetArrayFromImage(smooth).astype(np.float32)
         return array, np.zeros_like(array)
@@ -77,9 +90,49 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     rigid = sitk.Euler3DTransform()
     rigid.SetCenter(mirror.GetCenter())
     registration.SetInitialTransform(rigid, inPlace=False)
-    registration.SetShrinkFactorsPerLevel([2, 1])
-    registration.SetSmoothingSigmasPerLevel([1.0, 0.0])
+    if min(smooth.GetSize()) >= 4:
+        registration.SetShrinkFactorsPerLevel([2, 1])
+        registration.SetSmoothingSigmasPerLevel([1.0, 0.0])
+    else:  # a stack of 2-3 thick slabs: ITK's recursive Gaussians (pyramid, gradients) need 4 voxels per axis
+        registration.SetShrinkFactorsPerLevel([1])
+        registration.SetSmoothingSigmasPerLevel([0.0])
+        registration.SetMetricUseFixedImageGradientFilter(False)
+        registration.SetMetricUseMovingImageGradientFilter(False)
     registration.SmoothingSigmasAreSpecifiedInPhysicalUnitsOff()
     fitted = registration.Execute(smooth, mirrored)
     contralateral = sitk.Resample(mirrored, smooth, fitted, sitk.sitkLinear, 0.0)
     return sitk.GetArrayFromImage(smooth).astype(np.float32), sitk.GetArrayFromImage(contralateral).astype(np.float32)
+
+
+#: Bound of the ``dwi_asymmetry`` channel, in brain-median units (see :func:`dwi_asymmetry`).
+ASYMMETRY_CLIP = 4.0
+
+
+def dwi_asymmetry(dwi: Volume, brain: np.ndarray) -> np.ndarray:
+    """The ``dwi_asymmetry`` input channel: smoothed DWI minus its registered contralateral mirror.
+
+    Both images are :func:`contralateral_dwi`'s pair: the DWI divided by its median over
+    ``brain`` (so in the same brain-median units as the DWI channel), 0 outside the brain,
+    smoothed with σ = 1 voxel per axis. Their difference is set to 0 outside ``brain`` and
+    clipped to ±:data:`ASYMMETRY_CLIP`:
+
+    - a one-sided infarct (1.3-3x the brain median on b≈1000) reads about +0.3 to +2, its
+      mirror partner the same negated; normal tissue and bilateral bright rims or skull-base
+      pile-up read about 0;
+    - one-sided artefacts can reach about +7 (up to 8x the median on real scans); the clip
+      bounds them at the DWI channel's own bound (``brain_median_clip4``): Lambda+ is roughly
+      quadratic in its input, so the model's input stays bounded. The range is symmetric
+      because the channel is: mirroring the study mirrors the channel without changing its sign.
+
+    Args:
+        dwi: the b≈1000 trace (any unit; only ratios to the brain median are used).
+        brain: bool (nk, nj, ni) on the DWI grid: the voxels the median, the registration
+            metric and the channel are taken over.
+
+    Returns:
+        float32 (nk, nj, ni) on the DWI grid.
+    """
+    brain = np.asarray(brain, dtype=bool)
+    own, contralateral = contralateral_dwi(dwi, brain)
+    difference = np.where(brain, own - contralateral, 0.0)
+    return np.clip(difference, -ASYMMETRY_CLIP, ASYMMETRY_CLIP).astype(np.float32)

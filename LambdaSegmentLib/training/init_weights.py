@@ -1,0 +1,151 @@
+"""Starting a training run from a model package's weights (``lambdasegment train --init-weights``).
+
+Two cases are accepted, anything else is refused with a ``BadInputError`` naming the package:
+
+- **the same model**: same architecture and configuration, same input channels; the
+  weights are copied as they are;
+- **the same model with extra input channels**: the run's preprocessing channels are the
+  package's, in its order, followed by new ones (e.g. ``["eadc", "dwi"]`` →
+  ``["eadc", "dwi", "dwi_asymmetry"]``), the configuration differs only in ``in_channels``,
+  and the rest of the preprocessing block (spacing, normalisation of the package's channels,
+  padding) is the package's. Every weight is copied; the one tensor that reads the input
+  (the stem convolution: the only tensor whose shape differs, in its input-channel dimension
+  1 only) gets the package's weights for the package's channels and **zeros** for the new
+  ones. The new channels then contribute nothing: the fine-tune starts computing exactly
+  the package's function, and learns to use them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from LambdaSegmentLib.errors import BadInputError
+
+
+def widen_input_channels(
+    source_state: Mapping[str, torch.Tensor],
+    target_state: Mapping[str, torch.Tensor],
+    source_channels: int,
+    target_channels: int,
+    *,
+    source: str | Path = "<memory>",
+) -> tuple[dict[str, torch.Tensor], str]:
+    """``source_state`` laid out as ``target_state``, the new input channels' stem weights zero.
+
+    Args:
+        source_state: the package's state dict (``source_channels`` input channels).
+        target_state: the new model's state dict (``target_channels`` > ``source_channels``);
+            only its keys and shapes are used.
+        source_channels, target_channels: input channel counts; the new channels are the last
+            ``target_channels - source_channels``.
+        source: what to name in an error (the package directory).
+
+    Returns:
+        (state, stem): the state dict to load, and the key of the widened tensor.
+
+    Raises:
+        BadInputError: the keys differ, or any tensor other than exactly one (the stem,
+            (out, source_channels, ...) → (out, target_channels, ...)) differs in shape.
+    """
+    if set(source_state) != set(target_state):
+        missing, extra = sorted(set(target_state) - set(source_state)), sorted(set(source_state) - set(target_state))
+        raise BadInputError(source, f"--init-weights: the package's tensors differ from the model's (missing {missing[:3]}, extra {extra[:3]})")
+    differing = [key for key in target_state if tuple(source_state[key].shape) != tuple(target_state[key].shape)]
+    stems = [
+        key for key in differing
+        if source_state[key].dim() >= 2
+        and source_state[key].shape[1] == source_channels
+        and target_state[key].shape[1] == target_channels
+        and source_state[key].shape[:1] + source_state[key].shape[2:] == target_state[key].shape[:1] + target_state[key].shape[2:]
+    ]
+    if len(differing) != 1 or len(stems) != 1:
+        shapes = {key: (tuple(source_state[key].shape), tuple(target_state[key].shape)) for key in differing[:4]}
+        raise BadInputError(
+            source,
+            f"--init-weights: widening {source_channels} → {target_channels} input channels needs exactly one tensor "
+            f"(the stem convolution) to differ, in its input-channel dimension only; differing: {shapes}",
+        )
+    stem = stems[0]
+    state = {key: value.detach().clone() for key, value in source_state.items()}
+    old = source_state[stem]
+    widened = torch.zeros(tuple(target_state[stem].shape), dtype=old.dtype)
+    widened[:, :source_channels] = old
+    state[stem] = widened
+    return state, stem
+
+
+def _without(block: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {key: value for key, value in block.items() if key not in keys}
+
+
+def initialise_from_package(
+    model: nn.Module,
+    package_dir: str | Path,
+    model_name: str,
+    model_config: Mapping[str, Any],
+    preprocessing: Mapping[str, Any],
+) -> str:
+    """Load a package's weights (SHA-256 checked, ``weights_only``) into ``model`` (see the module docstring).
+
+    Args:
+        model: the freshly built model of the run (``SegmentationModule.model``).
+        package_dir: the package to start from.
+        model_name, model_config: the run's architecture.
+        preprocessing: the run's manifest preprocessing block.
+
+    Returns:
+        One line saying what was done (the caller prints it).
+
+    Raises:
+        BadInputError: naming ``package_dir``, for any difference other than appended channels.
+    """
+    from LambdaSegmentLib.inference import load_model_package
+
+    package = load_model_package(package_dir)
+    architecture = package.manifest["architecture"]
+    source_config = dict(architecture.get("config", {}))
+    described = f"{architecture['name']} {source_config}"
+    if architecture["name"] == model_name and source_config == dict(model_config):
+        model.load_state_dict(package.model.state_dict())
+        return f"--init-weights: weights of {package.name} {package.version} ({package_dir})"
+
+    source_channels = list(package.manifest["preprocessing"].get("channels", ()))
+    target_channels = list(preprocessing.get("channels", ()))
+    appended = target_channels[len(source_channels):]
+    if (
+        architecture["name"] != model_name
+        or _without(source_config, "in_channels") != _without(model_config, "in_channels")
+        or not appended
+        or target_channels[: len(source_channels)] != source_channels
+    ):
+        raise BadInputError(
+            package_dir,
+            f"--init-weights holds {described} with channels {source_channels}, not {model_name} {dict(model_config)} "
+            f"with channels {target_channels} (only the same model, or the same model with channels appended, can start from it)",
+        )
+    source_preprocessing = package.manifest["preprocessing"]
+    source_norm = dict(source_preprocessing.get("normalization", {}) or {})
+    target_norm = dict(preprocessing.get("normalization", {}) or {})
+    if _without(source_preprocessing, "channels", "normalization") != _without(preprocessing, "channels", "normalization") or any(
+        source_norm.get(name, "none") != target_norm.get(name, "none") for name in source_channels
+    ):
+        raise BadInputError(
+            package_dir,
+            f"--init-weights: the package's preprocessing {source_preprocessing} differs from the run's "
+            f"{dict(preprocessing)} beyond the appended channels {appended}",
+        )
+    from .module import unwrapped_state_dict  # the keys of the plain architecture, also under activation checkpointing
+
+    state, stem = widen_input_channels(
+        package.model.state_dict(), unwrapped_state_dict(model), len(source_channels), len(target_channels), source=package_dir
+    )
+    model.load_state_dict(state)
+    return (
+        f"--init-weights: weights of {package.name} {package.version} ({package_dir}); input channels {source_channels} "
+        f"widened to {target_channels}: {stem} gets zero weights for {appended}, so training starts as the package's model"
+    )
+

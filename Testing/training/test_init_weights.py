@@ -1,0 +1,94 @@
+"""--init-weights: starting from a package, as it is or with input channels appended (zero stem weights)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.inference import load_model_package
+from LambdaSegmentLib.inference.package import read_manifest, save_model_package
+from LambdaSegmentLib.inference.untrained import DEFAULT_PREPROCESSING, SMALL_LAMBDA_UNET, save_untrained_package
+from LambdaSegmentLib.models import create_model
+from LambdaSegmentLib.training.init_weights import initialise_from_package, widen_input_channels
+
+CONTRA = {**DEFAULT_PREPROCESSING, "channels": ["eadc", "dwi", "dwi_asymmetry"]}
+SMALL_UNET = {"widths": [8, 16, 32]}
+
+
+@pytest.mark.parametrize("architecture, config", [("lambda_unet", SMALL_LAMBDA_UNET), ("unet", SMALL_UNET)])
+def test_a_widened_model_computes_exactly_the_package_model_whatever_its_new_channel_holds(tmp_path, architecture, config):
+    untrained = save_untrained_package(tmp_path / "untrained", seed=3, architecture=architecture, config=config)
+    source = load_model_package(untrained).model
+    with torch.no_grad():  # non-trivial BatchNorm statistics, so eval mode is tested with them
+        for name, buffer in source.named_buffers():
+            if name.endswith("running_mean"):
+                buffer.normal_(0.0, 0.3)
+            elif name.endswith("running_var"):
+                buffer.uniform_(0.5, 2.0)
+    package_dir = save_model_package(source, read_manifest(untrained), tmp_path / "pkg")
+    widened = create_model(architecture, **config, in_channels=3)
+
+    message = initialise_from_package(widened, package_dir, architecture, {**config, "in_channels": 3}, CONTRA)
+
+    assert "widened to ['eadc', 'dwi', 'dwi_asymmetry']" in message and "zero weights for ['dwi_asymmetry']" in message
+    two_channels = torch.rand(2, 2, 8, 32, 32)
+    noise = 4.0 * torch.randn(2, 1, 8, 32, 32)  # arbitrary values in the new channel
+    three_channels = torch.cat([two_channels, noise], dim=1)
+    source.eval(), widened.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(widened(three_channels), source(two_channels), rtol=0, atol=1e-5)
+    source.train(), widened.train()  # batch statistics: the same stem output, the same network
+    with torch.no_grad():
+        torch.testing.assert_close(widened(three_channels), source(two_channels), rtol=0, atol=1e-5)
+
+
+def test_the_same_model_loads_as_it_is(tmp_path):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=1)
+    model = create_model("lambda_unet", **SMALL_LAMBDA_UNET)
+    message = initialise_from_package(model, package_dir, "lambda_unet", SMALL_LAMBDA_UNET, DEFAULT_PREPROCESSING)
+    assert "widened" not in message
+    for key, value in load_model_package(package_dir).model.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "config, preprocessing, message",
+    [
+        ({**SMALL_LAMBDA_UNET, "widths": [8, 16, 64], "in_channels": 3}, CONTRA, "only the same model"),
+        ({**SMALL_LAMBDA_UNET, "in_channels": 3}, {**CONTRA, "channels": ["dwi", "eadc", "dwi_asymmetry"]}, "only the same model"),
+        ({**SMALL_LAMBDA_UNET, "in_channels": 2}, {**CONTRA, "channels": ["eadc", "dwi"]}, "only the same model"),
+        ({**SMALL_LAMBDA_UNET, "in_channels": 3}, {**CONTRA, "in_plane_spacing_mm": 1.5}, "beyond the appended channels"),
+        ({**SMALL_LAMBDA_UNET, "in_channels": 3}, {**CONTRA, "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"}}, "beyond the appended channels"),
+        ({**SMALL_LAMBDA_UNET, "in_channels": 4}, CONTRA, "needs exactly one tensor"),
+    ],
+    ids=["other-widths", "reordered-channels", "same-channels-other-config", "other-spacing", "other-normalisation", "stem-not-matching-channels"],
+)
+def test_any_other_mismatch_is_refused_naming_the_package(tmp_path, config, preprocessing, message):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=2)
+    model = create_model("lambda_unet", **config)
+    with pytest.raises(BadInputError, match=message) as refused:
+        initialise_from_package(model, package_dir, "lambda_unet", config, preprocessing)
+    assert str(package_dir) in str(refused.value)
+
+
+def test_widening_refuses_state_dicts_that_differ_in_more_than_the_stem():
+    source = create_model("unet", widths=[8, 16, 32]).state_dict()
+    target = create_model("unet", widths=[8, 16, 64], in_channels=3).state_dict()
+    with pytest.raises(BadInputError, match="needs exactly one tensor"):
+        widen_input_channels(source, target, 2, 3)
+
+
+def test_the_train_command_refuses_a_mismatched_package_before_training(tmp_path, capsys):
+    from LambdaSegmentLib.cli import main
+
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=2)
+    reordered = {**CONTRA, "channels": ["dwi", "eadc", "dwi_asymmetry"]}
+    code = main(["train", "--model", "lambda_unet", "--model-config", json.dumps({**SMALL_LAMBDA_UNET, "in_channels": 3}),
+                 "--preprocessing", json.dumps(reordered), "--synthetic", "1", "--accelerator", "cpu",
+                 "--init-weights", str(package_dir), "--output", str(tmp_path / "out")])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "lambdasegment: error:" in error and "only the same model" in error and str(package_dir) in error
