@@ -108,14 +108,12 @@ class Prepared:
         return self.components(settings.threshold).mask(settings)
 
 
-def brain_of(study: Study) -> np.ndarray:
-    """The study's brain mask (skull-stripped inputs: the nonzero DWI)."""
-    return np.asarray(study.dwi.array) != 0
-
-
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool) -> Prepared:
-    brain = brain_of(study)
-    probability = np.asarray(segment_study(study, package, device="cpu").probability.array)
+    # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
+    # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
+    segmentation = segment_study(study, package, device="cpu")
+    brain = np.asarray(segmentation.brain.array) != 0
+    probability = np.asarray(segmentation.probability.array)
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),
@@ -316,8 +314,6 @@ def synthetic_scores(package: ModelPackage, settings: PostProcessing) -> dict[st
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
             prepared = prepare(f"synth-{seed}", study, truth, package, regions=False)
-            # skull-on synthetic studies: the brain mask is the issue-16 method's job; until then the
-            # nonzero DWI (= the whole head) is the brain, so the edge step sees the head's edge.
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
                          "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})

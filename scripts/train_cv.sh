@@ -18,6 +18,8 @@
 #   scripts/train_cv.sh foldA-contra  # stage 2 as foldA, + the dwi_asymmetry channel
 #   scripts/train_cv.sh foldB-contra  # stage 2 as foldB, + the dwi_asymmetry channel
 #   scripts/train_cv.sh evaluate-contra   # real_scan_cv.py on foldA-contra/foldB-contra, as evaluate
+#   scripts/train_cv.sh shipped-contra    # stage 2 as shipped, + the dwi_asymmetry channel
+#   SHIP_FROM=shipped-contra scripts/train_cv.sh ship   # ship that one instead
 #
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
@@ -30,7 +32,7 @@ RUNS=${RUNS:-runs/cv}
 SHIP_VERSION=${SHIP_VERSION:-2.0.0}  # the bundled package's version when the shipped stage is shipped
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -48,7 +50,7 @@ WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probabili
 train() {  # train STAGE [options]: resumes from $RUNS/STAGE/work/checkpoints/last.ckpt when present
     local name=$1; shift
     local work="$RUNS/$name/work" resume=() package_name="lambdaunet-dwi-$name" version=2.0.0-dev
-    if [[ $name == shipped ]]; then package_name=lambdaunet-dwi; version=$SHIP_VERSION; fi
+    if [[ $name == shipped* ]]; then package_name=lambdaunet-dwi; version=$SHIP_VERSION; fi
     if [[ -f "$work/checkpoints/last.ckpt" && "${RESUME:-1}" == 1 ]]; then
         resume=(--resume "$work/checkpoints/last.ckpt")
     fi
@@ -77,14 +79,16 @@ case "$stage" in
     shipped) finetune shipped sub-strokecase0001 sub-strokecase0003 ;;
     foldA-contra) model "$CONTRA_CHANNELS" 3; finetune foldA-contra sub-strokecase0001 ;;
     foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
+    shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     ship)
-        [[ -f "$RUNS/shipped/pkg/manifest.json" ]] || { echo "train_cv.sh: run the shipped stage first" >&2; exit 2; }
-        "$PYTHON" benchmarks/real_scan_cv.py --ship "$RUNS/shipped/pkg" --steps threshold size edge
-        "$PYTHON" scripts/choose_confidence_threshold.py --model "$RUNS/shipped/pkg"
-        cp "$RUNS/shipped/pkg/manifest.json" "$RUNS/shipped/pkg/weights.pt" "$BUNDLED/" ;;
+        ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
+        [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
+        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --steps threshold size edge
+        "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
+        cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     evaluate-contra)
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-contra --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
