@@ -61,10 +61,14 @@ RIM_MM = 2.0
 
 #: A DWI is taken as skull-stripped when at least this fraction of its voxels is exactly 0 ...
 STRIPPED_MIN_ZERO_FRACTION = 0.25
-#: ... and at least this fraction of its nonzero voxels lies within STRIPPED_TOLERANCE_MM
-#: (in-plane) of the ``dwi_morphology`` brain (skull-on heads with a zeroed background fail
-#: it: their scalp lies beyond the skull).
-STRIPPED_MIN_COVERAGE = 0.92
+#: ... and at least this fraction of the nonzero voxels of its central slices (the middle half
+#: of the slices holding any) lies within STRIPPED_TOLERANCE_MM (in-plane) of the
+#: ``dwi_morphology`` brain. Skull-on heads with a zeroed background fail it: their scalp lies
+#: beyond the skull in every slice (0.43-0.85 on 12 synthetic heads). The end slices are left
+#: out because there the morphology is least sure of the brain and a thick slab averages its
+#: tapering ends: real ISLES'22 studies averaged into 6 mm slabs cover 0.88-0.92 over all
+#: slices and 0.935-0.954 over the central ones (stripped synthetic studies: 0.99-1.0).
+STRIPPED_MIN_COVERAGE = 0.90
 STRIPPED_TOLERANCE_MM = 5.0
 
 
@@ -104,13 +108,22 @@ def is_skull_stripped(dwi: Volume, brain: np.ndarray) -> bool:
 
     The second test keeps a skull-on scan whose scanner zeroed the air outside the head
     (common on some vendors) from passing as skull-stripped: there the nonzero region also
-    holds the scalp, beyond the skull and further than that from the brain.
+    holds the scalp, beyond the skull and further than that from the brain. It is taken over
+    the central half of the slices that hold nonzero voxels (see :data:`STRIPPED_MIN_COVERAGE`).
     """
     nonzero = np.asarray(dwi.array) != 0
     if nonzero.mean() > 1.0 - STRIPPED_MIN_ZERO_FRACTION:
         return False
-    near = _in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= STRIPPED_TOLERANCE_MM
-    return float(np.count_nonzero(near & nonzero)) >= STRIPPED_MIN_COVERAGE * float(np.count_nonzero(nonzero))
+    slice_axis = find_slice_axis(dwi)
+    near = _in_plane_distance_mm(~brain, dwi, slice_axis) <= STRIPPED_TOLERANCE_MM
+    in_plane = tuple(a for a in range(3) if a != 2 - slice_axis)
+    per_slice = nonzero.sum(axis=in_plane)
+    occupied = np.flatnonzero(per_slice)
+    quarter = (occupied[-1] - occupied[0]) / 4
+    index = np.arange(per_slice.size)
+    central = (index >= occupied[0] + quarter) & (index <= occupied[-1] - quarter)
+    covered = (near & nonzero).sum(axis=in_plane)
+    return float(covered[central].sum()) >= STRIPPED_MIN_COVERAGE * float(per_slice[central].sum())
 
 
 def brain_volume_ml(mask: np.ndarray, dwi: Volume) -> float:

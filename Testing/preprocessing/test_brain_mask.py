@@ -4,6 +4,8 @@ voxels, a zeroed background not mistaken for skull stripping, and slice-axis han
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,18 @@ def test_volume_in_ml_and_bad_requests() -> None:
     with pytest.raises(BadInputError, match="no positive voxel"):
         brain_mask(volume.with_array(np.zeros((4, 10, 10), np.float32)))
     np.testing.assert_array_equal(brain_mask(volume, method="nonzero"), np.ones((4, 10, 10), bool))
+
+
+@pytest.mark.parametrize("case", ["sub-strokecase0001", "sub-strokecase0003"])
+def test_real_skull_stripped_cases_averaged_into_6_mm_slabs_pass_through(isles_case, case: str) -> None:
+    """A thick-slice skull-stripped study keeps its whole brain: its tapering end slabs once
+    made the check fail on case 0003, and the morphology mask then cut 24 % of the brain and
+    6 % of the infarct."""
+    from LambdaSegmentLib.metrics.thick_slices import average_slabs
+
+    prefix = isles_case.parent / case / f"{case}_ses-0001_"
+    if not Path(f"{prefix}dwi.nii.gz").exists():
+        pytest.skip(f"{case} is not in {isles_case.parent}")
+    dwi = average_slabs(load_study(dwi=f"{prefix}dwi.nii.gz", adc=f"{prefix}adc.nii.gz").dwi, 3)
+    assert dwi.spacing_mm[2] == pytest.approx(6.0)
+    np.testing.assert_array_equal(brain_mask(dwi), np.asarray(dwi.array) != 0)
