@@ -18,6 +18,16 @@ from .volume import Volume
 def brain_foreground(dwi: Volume) -> np.ndarray:
     """Boolean mask (nk, nj, ni) of the DWI voxels above Otsu's threshold.
 
+    Otsu's two classes are meant to be background and tissue. An infarct that is both large
+    and bright (a whole-territory infarct at ~3× the brain's DWI) can win the split instead:
+    the bright class is then the infarct, and a normalisation by its median would make the
+    infarct look like normal brain. So the three-class Otsu thresholds are taken too, and when
+    the voxels between the lower one and Otsu's threshold outnumber Otsu's foreground (Otsu
+    left most of the tissue out), the foreground is everything above the lower threshold.
+    (That band holds 0.01-0.30 × the foreground on 22 ordinary real and synthetic studies and
+    4.6-5.4 × on the whole-territory infarcts where the split failed:
+    ``benchmarks/foreground_split.py``.)
+
     Falls back to all positive voxels when Otsu leaves fewer than 0.1 % of the volume
     (e.g. one very bright artefact voxel). Empty only when the DWI has no positive voxel.
     """
@@ -27,8 +37,19 @@ def brain_foreground(dwi: Volume) -> np.ndarray:
         # A few extreme voxels (artefacts) would squeeze all tissue into Otsu's lowest bin.
         values = np.minimum(values, np.percentile(positive, 99.9))
     image = dwi.with_array(values).to_sitk()
-    # OtsuThreshold marks voxels above the threshold with outsideValue.
-    foreground = sitk.GetArrayFromImage(sitk.OtsuThreshold(image, 0, 1, 256)).astype(bool)
+    otsu = sitk.OtsuThresholdImageFilter()
+    otsu.SetInsideValue(0)  # at or below the threshold
+    otsu.SetOutsideValue(1)
+    otsu.SetNumberOfHistogramBins(256)
+    foreground = sitk.GetArrayFromImage(otsu.Execute(image)).astype(bool)
+    three_class = sitk.OtsuMultipleThresholdsImageFilter()
+    three_class.SetNumberOfThresholds(2)
+    three_class.SetNumberOfHistogramBins(256)
+    three_class.Execute(image)
+    lower = three_class.GetThresholds()[0]
+    left_out_tissue = ~foreground & (values > lower)
+    if np.count_nonzero(left_out_tissue) > np.count_nonzero(foreground):
+        foreground = values > lower
     if foreground.sum() < 0.001 * foreground.size:
         foreground = np.asarray(dwi.array) > 0
     return foreground

@@ -1,0 +1,43 @@
+"""The statistics foreground of a DWI: Otsu's background/tissue split, kept when a large
+bright infarct would take Otsu's bright class for itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import SimpleITK as sitk
+
+from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.io.foreground import brain_foreground
+
+
+def _head(lesion_fraction: float, lesion_brightness: float) -> tuple[Volume, np.ndarray, np.ndarray]:
+    """A zero background around a 32×32-voxel block of tissue (DWI ≈ 100), of which the
+    first ``lesion_fraction`` of the columns is an infarct at ``lesion_brightness`` × 100."""
+    rng = np.random.default_rng(0)
+    values = np.zeros((20, 64, 64), np.float32)
+    tissue = np.zeros(values.shape, bool)
+    tissue[:, 16:48, 16:48] = True
+    lesion = np.zeros(values.shape, bool)
+    lesion[:, 16:48, 16 : 16 + round(32 * lesion_fraction)] = True
+    values[tissue] = rng.normal(100.0, 5.0, tissue.sum())
+    values[lesion] = rng.normal(100.0 * lesion_brightness, 10.0, lesion.sum())
+    return Volume(values, (2.0, 2.0, 5.0)), tissue, lesion
+
+
+def test_an_ordinary_study_gets_plain_otsu() -> None:
+    volume, tissue, _lesion = _head(0.1, 1.8)
+    plain = sitk.GetArrayFromImage(sitk.OtsuThreshold(volume.to_sitk(), 0, 1, 256)).astype(bool)
+    np.testing.assert_array_equal(brain_foreground(volume), plain)
+    np.testing.assert_array_equal(plain, tissue)
+
+
+def test_a_large_bright_infarct_does_not_become_the_foreground() -> None:
+    """A 3× bright infarct over 44 % of the tissue wins plain Otsu's split; its median would
+    then normalise the infarct to 1 × "brain" and hide it."""
+    volume, tissue, lesion = _head(0.44, 3.0)
+    plain = sitk.GetArrayFromImage(sitk.OtsuThreshold(volume.to_sitk(), 0, 1, 256)).astype(bool)
+    np.testing.assert_array_equal(plain, lesion)  # the failure being guarded against
+    foreground = brain_foreground(volume)
+    np.testing.assert_array_equal(foreground, tissue)
+    values = np.asarray(volume.array)
+    assert np.median(values[lesion]) / np.median(values[foreground]) > 2.5
