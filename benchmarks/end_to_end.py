@@ -1,9 +1,9 @@
 """End-to-end time of ``lambdasegment segment`` on a 24 x 256 x 256 study: what a user
 waits for (read, preprocess, infer, write mask + report), in a fresh process.
 
-The study is the inference phantom (``LambdaSegmentLib.inference.phantom``) on a
-256 x 256 x 24 grid at 2 x 2 x 6 mm, so the network sees 24 slices of 256 x 256 at the
-default 2 mm in-plane spacing. The model is ``--model DIR`` when given, else the bundled
+The study is a synthetic skull-on head (``write_study``) on a 256 x 256 x 24 grid at
+2 x 2 x 6 mm, so the network sees 24 slices of 256 x 256 at the default 2 mm in-plane
+spacing. The model is ``--model DIR`` when given, else the bundled
 package when the tree has one, else an UNTRAINED stand-in with the bundled recipe's
 architecture and preprocessing (``STAND_IN``: same cost, meaningless mask); the table
 says which.
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # ``harness`` imports torch: imported where needed, never in the --stages child before its timers start.
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# The bundled recipe's model and preprocessing (scripts/train_bundled.sh), used untrained when no
+# The bundled recipe's model and preprocessing (scripts/train_cv.sh), used untrained when no
 # bundled package is installed.
 STAND_IN = {
     "architecture": {"name": "lambda_unet", "config": {"widths": [16, 32, 64, 128, 256], "value_dim": 8}},
@@ -55,12 +55,20 @@ STAND_IN = {
 
 
 def write_study(directory: Path, slices: int, size: int, in_plane_mm: float = 2.0) -> tuple[Path, Path]:
-    from LambdaSegmentLib.inference.phantom import make_phantom
+    """A synthetic skull-on study (seed 7, a 15-40 mL territorial infarct) of ``slices`` axial
+    6 mm slices of ``size`` × ``size`` voxels at ``in_plane_mm``. (Until 2026-11-23 this was the
+    inference phantom, a uniform ellipsoid in noise: far from any real head, and the 2.0.0
+    weights overflow on it; the timing of a network does not depend on the values.)"""
     from LambdaSegmentLib.io import write_volume
+    from LambdaSegmentLib.synthesis import generate
 
-    phantom = make_phantom(size_ijk=(size, size, slices), spacing_mm=(in_plane_mm, in_plane_mm, 6.0))
-    dwi = write_volume(phantom.dwi, directory / "dwi.nii.gz")
-    adc = write_volume(phantom.adc, directory / "adc.nii.gz")
+    study = generate(7, in_plane_spacing_mm=in_plane_mm, fov_mm=size * in_plane_mm, slice_thickness_mm=6.0, slice_gap_mm=0.0,
+                     coverage_mm=slices * 6.0, oblique_probability=0.0, skull_stripped=False,
+                     lesion_kind="territorial", lesion_volume_ml=(15.0, 40.0))
+    if study.dwi.array.shape != (slices, size, size):
+        raise SystemExit(f"end_to_end: the generator made {study.dwi.array.shape}, not {(slices, size, size)}")
+    dwi = write_volume(study.dwi, directory / "dwi.nii.gz")
+    adc = write_volume(study.adc, directory / "adc.nii.gz")
     return dwi, adc
 
 

@@ -5,7 +5,8 @@
 One row per result file (``real_scan_cv.py --label``) and fold, with the code revision it ran
 at (files written before the revision was recorded say "before f75a548"); held-out case scores native
 and as 6 mm slabs; the ADC rule once per held-out case. A fold whose package had its
-checkpoint chosen on the case it is scored on is marked as not held out.
+checkpoint chosen on the case it is scored on, or that trained on it (the fold result's
+``trained_on``, from the package manifest), is marked as not held out.
 """
 
 from __future__ import annotations
@@ -43,10 +44,14 @@ def main() -> None:
         result = json.loads(path.read_text(encoding="utf-8"))
         for fold, entry in result["folds"].items():
             held_out = entry["held_out_case"]
-            leak = CHOSE_ON.get(entry["weights_sha256"]) == held_out
-            mark = " **not held out: this case chose the weights**" if leak else ""
+            if "trained_on" in entry:  # recorded since the issue-13 recipe
+                leak = held_out in entry["trained_on"]
+                mark = " **not held out: trained on this case or chose the weights on it**" if leak else ""
+            else:
+                leak = CHOSE_ON.get(entry["weights_sha256"]) == held_out
+                mark = " **not held out: this case chose the weights**" if leak else ""
             scores = entry["scores"]
-            revision = (result.get("revision") or "before f75a548")[:7]
+            revision = result["revision"][:7] if result.get("revision") else "before f75a548"
             lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])} "
                          f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])

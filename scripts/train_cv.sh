@@ -7,6 +7,7 @@
 #   scripts/train_cv.sh foldB         # stage 2: from the pretrain, + case 0003 as injection background
 #   scripts/train_cv.sh shipped       # stage 2: from the pretrain, + both cases
 #   scripts/train_cv.sh evaluate      # real_scan_cv.py on foldA/foldB, post-processing chosen per fold
+#                                     # (threshold, size, edge depth, contralateral check)
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
 #
@@ -81,12 +82,12 @@ case "$stage" in
     foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
-        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
-            --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
+        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-pp-contralateral --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
+            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
-        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --steps threshold size edge
+        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --steps threshold size edge contralateral
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     evaluate-contra)
