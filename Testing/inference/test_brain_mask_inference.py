@@ -46,4 +46,6 @@ def test_predictions_outside_the_brain_mask_are_zero() -> None:
     raw = segment_study(study, unmasked, device="cpu")
     assert raw.brain_mask_method == "nonzero"
     assert raw.mask.array[~brain].any()
-    np.testing.assert_array_equal(result.mask.array[brain], raw.mask.array[brain])
+    # Inside the brain the network's output is the same; the post-processing may differ a little,
+    # because its edge depth and its contralateral registration are measured on the brain mask.
+    np.testing.assert_array_equal(result.probability.array[brain], raw.probability.array[brain])
