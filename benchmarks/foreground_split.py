@@ -19,34 +19,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import SimpleITK as sitk
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import SYNTHETIC_LARGE_SEEDS, SYNTHETIC_TEST_SEEDS, load_real, synthetic  # noqa: E402
 
-from LambdaSegmentLib.io import Volume  # noqa: E402
-from LambdaSegmentLib.io.foreground import brain_foreground  # noqa: E402
+from LambdaSegmentLib.io.foreground import brain_foreground, otsu_split  # noqa: E402
 
 LARGE = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0), "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
-
-
-def plain_otsu(dwi: Volume) -> tuple[np.ndarray, float, float]:
-    """Plain two-class Otsu foreground (as before), its threshold and the three-class lower one."""
-    values = np.asarray(dwi.array, dtype=np.float32)
-    values = np.minimum(values, np.percentile(values[values > 0], 99.9))
-    image = dwi.with_array(values).to_sitk()
-    otsu = sitk.OtsuThresholdImageFilter()
-    otsu.SetInsideValue(0)
-    otsu.SetOutsideValue(1)
-    otsu.SetNumberOfHistogramBins(256)
-    foreground = sitk.GetArrayFromImage(otsu.Execute(image)).astype(bool)
-    three = sitk.OtsuMultipleThresholdsImageFilter()
-    three.SetNumberOfThresholds(2)
-    three.SetNumberOfHistogramBins(256)
-    three.Execute(image)
-    return foreground, otsu.GetThreshold(), three.GetThresholds()[0]
 
 
 def main() -> None:
@@ -56,9 +37,10 @@ def main() -> None:
     rows = []
     for name, study, truth in studies:
         values = np.asarray(study.dwi.array, dtype=np.float64)
-        before, _threshold, lower = plain_otsu(study.dwi)
+        split = otsu_split(study.dwi)
+        before = split.above_otsu  # plain two-class Otsu, the foreground until this check
         after = brain_foreground(study.dwi)
-        band = np.count_nonzero(~before & (values > lower))
+        band = np.count_nonzero(split.left_out_tissue)
         lesion = np.asarray(truth, bool)
         row = {"study": name, "band_over_foreground": round(band / max(np.count_nonzero(before), 1), 3),
                "changed": bool(not np.array_equal(before, after)),

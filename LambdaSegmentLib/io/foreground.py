@@ -9,6 +9,8 @@ segmentation: CSF largely falls outside it, which is what the statistics want.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import SimpleITK as sitk
 
@@ -31,25 +33,44 @@ def brain_foreground(dwi: Volume) -> np.ndarray:
     Falls back to all positive voxels when Otsu leaves fewer than 0.1 % of the volume
     (e.g. one very bright artefact voxel). Empty only when the DWI has no positive voxel.
     """
+    split = otsu_split(dwi)
+    foreground = split.above_otsu
+    if np.count_nonzero(split.left_out_tissue) > np.count_nonzero(foreground):
+        foreground = split.above_lower
+    if foreground.sum() < 0.001 * foreground.size:
+        foreground = np.asarray(dwi.array) > 0
+    return foreground
+
+
+@dataclass(frozen=True)
+class OtsuSplit:
+    """Otsu's two-class foreground of a DWI and the voxels above the three-class lower threshold
+    (bool (nk, nj, ni) each); ``left_out_tissue`` is the band between the two."""
+
+    above_otsu: np.ndarray
+    above_lower: np.ndarray
+
+    @property
+    def left_out_tissue(self) -> np.ndarray:
+        return self.above_lower & ~self.above_otsu
+
+
+def otsu_split(dwi: Volume) -> OtsuSplit:
+    """Two- and three-class Otsu on the DWI (256 bins), its positive voxels clipped at their
+    99.9th percentile: a few extreme voxels (artefacts) would squeeze all tissue into Otsu's
+    lowest bin."""
     values = np.asarray(dwi.array, dtype=np.float32)
     positive = values[values > 0]
     if positive.size:
-        # A few extreme voxels (artefacts) would squeeze all tissue into Otsu's lowest bin.
         values = np.minimum(values, np.percentile(positive, 99.9))
     image = dwi.with_array(values).to_sitk()
     otsu = sitk.OtsuThresholdImageFilter()
     otsu.SetInsideValue(0)  # at or below the threshold
     otsu.SetOutsideValue(1)
     otsu.SetNumberOfHistogramBins(256)
-    foreground = sitk.GetArrayFromImage(otsu.Execute(image)).astype(bool)
+    above_otsu = sitk.GetArrayFromImage(otsu.Execute(image)).astype(bool)
     three_class = sitk.OtsuMultipleThresholdsImageFilter()
     three_class.SetNumberOfThresholds(2)
     three_class.SetNumberOfHistogramBins(256)
     three_class.Execute(image)
-    lower = three_class.GetThresholds()[0]
-    left_out_tissue = ~foreground & (values > lower)
-    if np.count_nonzero(left_out_tissue) > np.count_nonzero(foreground):
-        foreground = values > lower
-    if foreground.sum() < 0.001 * foreground.size:
-        foreground = np.asarray(dwi.array) > 0
-    return foreground
+    return OtsuSplit(above_otsu=above_otsu, above_lower=values > three_class.GetThresholds()[0])
