@@ -1,6 +1,6 @@
 """Batch throughput of ``lambdasegment segment-dir``: studies per minute, end to end.
 
-A BIDS folder of ``--studies`` copies of the 24 x 256 x 256 phantom study (2 x 2 x 6 mm:
+A BIDS folder of ``--studies`` copies of the 24 x 256 x 256 synthetic study of ``end_to_end.write_study`` (2 x 2 x 6 mm:
 the network sees the full 256 x 256 grid, like ``end_to_end.py``) is segmented by the real
 console script in a fresh process, once per ``--workers`` value: 0 = the main process
 reads each study itself; N = N DataLoader worker processes read (and check units of) the
@@ -39,7 +39,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def write_batch(folder: Path, studies: int, slices: int, size: int, in_plane_mm: float) -> None:
-    """``studies`` copies of one phantom study in the BIDS layout ``segment-dir`` reads."""
+    """``studies`` copies of one synthetic study in the BIDS layout ``segment-dir`` reads."""
     source = folder / ".source"
     source.mkdir(parents=True)
     dwi, adc = write_study(source, slices, size, in_plane_mm)
@@ -74,10 +74,10 @@ def main() -> None:
                         help="model package to run (default: the bundled one, else an untrained stand-in of its recipe)")
     parser.add_argument("--output", default=str(RESULTS / "batch_throughput_cpu"), help="table stem (.md and .csv)")
     args = parser.parse_args()
-    from harness import invocation, machine_header, write_tables
+    from harness import cli_executable, invocation, machine_header, threads_env, write_tables
 
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    executable = str(Path(sys.executable).parent / "lambdasegment")
+    env = threads_env(args.threads)
+    executable = cli_executable()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)

@@ -235,12 +235,12 @@ def main() -> None:
     if args.stages_child is not None:
         stages_child(json.loads(args.stages_child))
         return
-    from harness import invocation, machine_header, write_tables
+    from harness import cli_executable, invocation, machine_header, threads_env, write_tables
 
     rows: list[dict[str, Any]] = []
     stage_rows: list[dict[str, Any]] = []
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    executable = str(Path(sys.executable).parent / "lambdasegment")
+    env = threads_env(args.threads)
+    executable = cli_executable()
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         dwi, adc = write_study(scratch, args.slices, args.size, args.in_plane_mm)

@@ -108,10 +108,20 @@ def git_commit() -> str:
         return "unknown"
 
 
+def threads_env(threads: int) -> dict[str, str]:
+    """This process's environment with OpenMP and MKL limited to ``threads`` threads."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def cli_executable() -> str:
+    """The ``lambdasegment`` console script of the running Python environment."""
+    return str(Path(sys.executable).parent / "lambdasegment")
+
+
 def run_child(script: Path, config: dict[str, Any], timeout_s: float, threads: int) -> dict[str, Any]:
     """Run ``script --child config`` in a fresh process; returns its JSON result plus the
     1-minute load average before/after. A timeout or crash becomes a result with ``status``."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = threads_env(threads)
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     try:

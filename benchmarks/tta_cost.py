@@ -40,10 +40,10 @@ def main() -> None:
     parser.add_argument("--model", default=None, metavar="DIR", help="model package (default: the bundled one)")
     parser.add_argument("--output", default=str(RESULTS / "tta_cost_cpu"), help="table stem (.md and .csv)")
     args = parser.parse_args()
-    from harness import invocation, machine_header, write_tables
+    from harness import cli_executable, invocation, machine_header, threads_env, write_tables
 
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    executable = str(Path(sys.executable).parent / "lambdasegment")
+    env = threads_env(args.threads)
+    executable = cli_executable()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
@@ -70,7 +70,7 @@ def main() -> None:
     header = machine_header("Cost of --tta and --uncertainty: lambdasegment segment, side by side with the default",
                             invocation(),
                             {"threads": args.threads, "device": args.device, "model": model_label,
-                             "study": f"{args.slices}x{args.size}x{args.size} @ {args.in_plane_mm:g} mm (inference phantom)",
+                             "study": f"{args.slices}x{args.size}x{args.size} @ {args.in_plane_mm:g} mm (synthetic head, end_to_end.write_study)",
                              "note": "seconds = wall time of a fresh CLI process (imports included); segmentation = report.json "
                                      "seconds (preprocess, model passes, back to the DWI grid); one run per configuration "
                                      "on a shared 2-core machine: compare within a row group, expect a few % noise"})
