@@ -33,7 +33,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from end_to_end import model_choice, timed_run, write_study  # noqa: E402
+from end_to_end import add_run_arguments, model_choice, timed_run, write_study  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -65,13 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--studies", type=int, default=12)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--slices", type=int, default=24)
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--in-plane-mm", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS/MKL_NUM_THREADS of the runs (2)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--model", default=None, metavar="DIR",
-                        help="model package to run (default: the bundled one, else an untrained stand-in of its recipe)")
+    add_run_arguments(parser)
     parser.add_argument("--output", default=str(RESULTS / "batch_throughput_cpu"), help="table stem (.md and .csv)")
     args = parser.parse_args()
     from harness import cli_executable, invocation, machine_header, threads_env, write_tables

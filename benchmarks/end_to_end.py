@@ -216,8 +216,9 @@ def run_stages(command: list[str], env: dict[str, str]) -> tuple[list[dict[str, 
     return rows, result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The study shape (``write_study``), threads, device and model of a benchmark that runs
+    the ``lambdasegment`` console script (this one, ``tta_cost.py``, ``batch_throughput.py``)."""
     parser.add_argument("--slices", type=int, default=24)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--in-plane-mm", type=float, default=2.0,
@@ -225,9 +226,14 @@ def main() -> None:
                         "0.9, a clinical DWI: it is resampled to the model's 2 mm grid, ~115x115)")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS/MKL_NUM_THREADS of the runs (2)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--model", default=None, metavar="DIR",
                         help="model package to run (default: the bundled one, else an untrained stand-in of its recipe)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--stages", action="store_true", help="also one in-process run timing each stage")
     parser.add_argument("--output", default=str(RESULTS / "end_to_end_cpu"), help="table stem (.md and .csv)")
     parser.add_argument("--stages-child", default=None, help=argparse.SUPPRESS)

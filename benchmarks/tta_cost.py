@@ -24,20 +24,15 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from end_to_end import RESULTS, mask_digest, model_choice, segment_command, timed_run, write_study  # noqa: E402
+from end_to_end import RESULTS, add_run_arguments, mask_digest, model_choice, segment_command, timed_run, write_study  # noqa: E402
 
 CONFIGURATIONS = {"default": [], "--tta": ["--tta"], "--tta --uncertainty": ["--tta", "--uncertainty", "{out}/doubt.nii.gz"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--slices", type=int, default=24)
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--in-plane-mm", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--device", default="cpu")
+    add_run_arguments(parser)
     parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration (default 1)")
-    parser.add_argument("--model", default=None, metavar="DIR", help="model package (default: the bundled one)")
     parser.add_argument("--output", default=str(RESULTS / "tta_cost_cpu"), help="table stem (.md and .csv)")
     args = parser.parse_args()
     from harness import cli_executable, invocation, machine_header, threads_env, write_tables
