@@ -253,6 +253,7 @@ def main() -> None:
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
+    synthetic_done: dict[tuple[str, str], dict[str, Any]] = {}
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
@@ -284,7 +285,12 @@ def main() -> None:
                       f"|dV| {row['abs_dv_ml']:6.2f} FP {row['fp_ml']:5.2f} (edge {row['fp_edge_ml']:.2f}, PF {row['fp_posterior_fossa_ml']:.2f}, "
                       f"else {row['fp_elsewhere_ml']:.2f}) mL", flush=True)
         if args.synthetic:
-            fold_result["synthetic"] = synthetic_scores(package, settings)
+            # both folds of one package with one post-processing (e.g. --postprocessing package)
+            # score the same synthetic studies identically: computed once
+            key = (package.sha256, json.dumps(settings.as_dict(), sort_keys=True))
+            if key not in synthetic_done:
+                synthetic_done[key] = synthetic_scores(package, settings)
+            fold_result["synthetic"] = synthetic_done[key]
             print(f"fold {fold} synthetic: {json.dumps(fold_result['synthetic']['summary'])}", flush=True)
         results["folds"][fold] = fold_result
     results["seconds"] = round(time.perf_counter() - start, 1)
