@@ -55,7 +55,14 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
     check_slice_batch(x, num_slices)
     height, width = x.shape[-2:]
     p = height * width
-    q = rearrange(_ContiguousGradient.apply(layer.norm_q(layer.to_q(x))), "B (h k) H W -> B h k (H W)", h=layer.heads)
+    q = layer.to_q(x)
+    if layer.query_norm == "batch":
+        q = layer.norm_q(q)
+    else:  # unit RMS over each head's k channels, times the learned gain (h, k)
+        q = rearrange(q, "B (h k) H W -> B h k H W", h=layer.heads)
+        q = q * torch.rsqrt(q.square().mean(dim=2, keepdim=True) + layer.norm_q.eps)
+        q = rearrange(q * layer.norm_q.weight[..., None, None], "B h k H W -> B (h k) H W")
+    q = rearrange(_ContiguousGradient.apply(q), "B (h k) H W -> B h k (H W)", h=layer.heads)
     k = rearrange(layer.to_k(x), "B (u k) H W -> B u k (H W)", u=layer.intra_depth).softmax(dim=-1)
     v = rearrange(_ContiguousGradient.apply(layer.norm_v(layer.to_v(x))), "B (u v) H W -> B u v (H W)", u=layer.intra_depth)
 

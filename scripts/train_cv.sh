@@ -36,12 +36,17 @@ ISLES=${ISLES:-../shared/data/isles22}
 stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra [train options]}
 shift
 
+# The Lambda+ query normalisation: "batch" (the paper's; 2.0.0) or "rms" (issue 13's numerical
+# guard, lambda_plus.QueryRMSNorm). Run it in its own runs folder, e.g.
+#   RUNS=runs/cv-rms QUERY_NORM=rms scripts/train_cv.sh pretrain
+QUERY_NORM=${QUERY_NORM:-batch}
 PAPER_CHANNELS='["eadc", "dwi"]'
 CONTRA_CHANNELS='["eadc", "dwi", "dwi_asymmetry"]'
 model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and preprocessing of every stage
-    local in_channels=""  # the paper's two channels keep the config the pretrain package recorded
+    local in_channels="" query_norm=""  # defaults stay out of the config, as the pretrain package recorded it
     if [[ $# -ge 2 ]]; then in_channels=", \"in_channels\": $2"; fi
-    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$in_channels}"
+    if [[ $QUERY_NORM != batch ]]; then query_norm=", \"query_norm\": \"$QUERY_NORM\""; fi
+    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$in_channels}"
            --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
 }
 model "$PAPER_CHANNELS"
@@ -82,7 +87,7 @@ case "$stage" in
     foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
-        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-pp-contralateral --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-cv-recipe-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
             --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"

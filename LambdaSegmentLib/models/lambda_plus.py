@@ -57,6 +57,29 @@ from torch import nn
 from .slices import check_slice_batch
 
 POSITIONAL_PATHS = ("auto", "reassociated", "materialised")
+QUERY_NORMS = ("batch", "rms")
+
+
+class QueryRMSNorm(nn.Module):
+    """Per-pixel RMS normalisation of each head's query, with a learned gain per channel.
+
+    forward(q (..., h, k)) -> (..., h, k): every |k|-vector scaled to RMS 1, then by ``weight``
+    (h, k), which starts at |k|^-1/2 (attention's 1/sqrt(d)) so that ||q|| = 1.
+
+    Why: with BatchNorm (eval mode: a fixed affine map) the query is linear in the layer's
+    input, and so is each value, so y = q^T lambda is *quadratic* in it; eight Lambda+ layers
+    deep, an input pixel 30x brighter than training ever showed becomes 30^(2^8) and the
+    float32 output overflows (measured: `docs/MODEL_CARD.md`, Known limits). A unit-RMS query
+    makes y linear in the values, so the layer grows like a convolution.
+    """
+
+    def __init__(self, heads: int, key_dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.full((heads, key_dim), key_dim**-0.5))
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return nn.functional.rms_norm(q, (q.shape[-1],), eps=self.eps) * self.weight.to(q.dtype)
 
 
 @dataclass(frozen=True)
@@ -178,6 +201,9 @@ class LambdaPlus(nn.Module):
             0 disables it (LambdaUNet-2D). Must be odd.
         local_3d: when True the local context is R x R x T (LambdaUNet-3D) and there is no
             separate inter-slice lambda.
+        query_norm: "batch" (the authors': BatchNorm on the queries) or "rms" (each pixel's
+            query per head scaled to unit RMS, ``QueryRMSNorm``: the layer becomes linear
+            rather than quadratic in its input's scale, so a stack cannot overflow).
 
     Attributes:
         positional_path: "auto" (default: the cheaper of the two by multiply-adds),
@@ -206,8 +232,11 @@ class LambdaPlus(nn.Module):
         local_size: int = 3,
         slice_context: int = 3,
         local_3d: bool = False,
+        query_norm: str = "batch",
     ) -> None:
         super().__init__()
+        if query_norm not in QUERY_NORMS:
+            raise ValueError(f"query_norm must be one of {QUERY_NORMS}, got {query_norm!r}")
         if out_channels % value_dim:
             raise ValueError(f"out_channels {out_channels} must be a multiple of value_dim {value_dim}")
         for name, size in (("local_size", local_size), ("slice_context", slice_context)):
@@ -224,7 +253,10 @@ class LambdaPlus(nn.Module):
         self.training_chunk_elements = 2**22  # gathered neighbourhood values held at once with autograd (16 MiB fp32)
 
         self.to_q = nn.Conv2d(in_channels, self.heads * key_dim, 1, bias=False)
-        self.norm_q = nn.BatchNorm2d(self.heads * key_dim)
+        self.query_norm = query_norm
+        self.norm_q: nn.Module = (
+            nn.BatchNorm2d(self.heads * key_dim) if query_norm == "batch" else QueryRMSNorm(self.heads, key_dim)
+        )
         self.to_k = nn.Conv2d(in_channels, intra_depth * key_dim, 1, bias=False)
         self.to_v = nn.Conv2d(in_channels, intra_depth * value_dim, 1, bias=False)
         self.norm_v = nn.BatchNorm2d(intra_depth * value_dim)
@@ -250,7 +282,8 @@ class LambdaPlus(nn.Module):
         for conv in (self.to_q, self.to_k, self.to_v):
             nn.init.trunc_normal_(conv.weight, std=conv.in_channels**-0.5)
         nn.init.constant_(self.norm_q.weight, self.key_dim**-0.5)
-        nn.init.zeros_(self.norm_q.bias)
+        if isinstance(self.norm_q, nn.BatchNorm2d):
+            nn.init.zeros_(self.norm_q.bias)
         for weight, bias in ((self.local_weight, self.local_bias), (self.slice_weight, self.slice_bias)):
             if weight is not None:
                 fan_in = weight[0].numel()
@@ -342,41 +375,49 @@ class LambdaPlus(nn.Module):
         pixels = x.permute(0, 2, 3, 1).reshape(-1, channels)  # (B H W) c; a view if channels-last
         w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
         sizes = (heads * kd, ud * kd, ud * vd)
-        if self.training or self.norm_q.running_var is None or self.norm_v.running_var is None:
+        if self.training or not self._batch_norms_have_statistics():
             projected = pixels @ torch.cat([w_q, w_k, w_v]).T
             q, k, v = projected.split(sizes, dim=1)
             # BatchNorm over (B H W) per channel, exactly BatchNorm2d's statistics.
-            q = self.norm_q(q.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            if self.query_norm == "batch":
+                q = self.norm_q(q.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
             v = self.norm_v(v.reshape(folded, height, width, -1).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
             k = k.reshape(folded, height, width, -1)
         else:
             # Three GEMMs straight into contiguous tensors (no split copies at inference).
             (w_q, shift_q), (w_k, _), (w_v, shift_v) = self._folded_projection()
-            q = torch.addmm(shift_q, pixels, w_q.T).view(folded, height, width, -1)
+            q = _affine(pixels, w_q, shift_q).view(folded, height, width, -1)
             k = (pixels @ w_k.T).view(folded, height, width, -1)
             v = torch.addmm(shift_v, pixels, w_v.T).view(folded, height, width, -1)
+        q = q.reshape(folded, height, width, heads, kd)
+        if self.query_norm == "rms":
+            q = self.norm_q(q)
         return (
-            q.reshape(folded, height, width, heads, kd),
+            q,
             k.reshape(folded, height, width, ud, kd),
             v.reshape(folded, height, width, ud, vd),
         )
 
+    def _batch_norms_have_statistics(self) -> bool:
+        """True when every BatchNorm of the projections has running statistics to fold."""
+        norms = [self.norm_v] + ([self.norm_q] if self.query_norm == "batch" else [])
+        return all(norm.running_var is not None for norm in norms)
+
     def _folded_projection_available(self) -> bool:
         """True in eval mode without autograd, when the BatchNorms' running statistics exist."""
-        return (
-            not self.training
-            and not torch.is_grad_enabled()
-            and self.norm_q.running_var is not None
-            and self.norm_v.running_var is not None
-        )
+        return not self.training and not torch.is_grad_enabled() and self._batch_norms_have_statistics()
 
     def _folded_projection(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """(weight (out, c), shift (out,) or None) of the q, k, v projections with the eval-mode
-        query and value BatchNorms folded in."""
+        query and value BatchNorms folded in (an RMS query norm is applied after the
+        projection: it is not affine)."""
         w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
-        scale_q, shift_q = _bn_affine(self.norm_q)
         scale_v, shift_v = _bn_affine(self.norm_v)
-        return [(w_q * scale_q[:, None], shift_q), (w_k, None), (w_v * scale_v[:, None], shift_v)]
+        query: tuple[torch.Tensor, torch.Tensor | None] = (w_q, None)
+        if self.query_norm == "batch":
+            scale_q, shift_q = _bn_affine(self.norm_q)
+            query = (w_q * scale_q[:, None], shift_q)
+        return [query, (w_k, None), (w_v * scale_v[:, None], shift_v)]
 
     def _forward_in_slice_chunks(self, x: torch.Tensor, num_slices: int, chunk: int) -> torch.Tensor:
         """Inference forward, ``chunk`` slices of each study at a time; same output as forward.
@@ -408,7 +449,9 @@ class LambdaPlus(nn.Module):
                 fresh = torch.addmm(shift_v, pixels(projected_stop, window_stop), w_v.T).view(-1, height, width, ud, vd)
                 values = fresh if values is None else torch.cat([values[window_start - values_start :], fresh])
                 values_start = window_start
-                q = torch.addmm(shift_q, pixels(start, stop), w_q.T).view(-1, height, width, heads, kd)
+                q = _affine(pixels(start, stop), w_q, shift_q).view(-1, height, width, heads, kd)
+                if self.query_norm == "rms":
+                    q = self.norm_q(q)
                 if out is None:
                     out = q.new_empty(folded, height, width, heads * vd)
                 keys = (pixels(start, stop) @ w_k.T).view(-1, height * width, ud, kd).softmax(dim=1)
@@ -532,6 +575,11 @@ class LambdaPlus(nn.Module):
                     else:
                         lambdas = torch.matmul(kernel_matrix, neighbourhoods)  # n k v: per-pixel positional lambdas
                         y_chunk.baddbmm_(q_chunk, lambdas)
+
+
+def _affine(pixels: torch.Tensor, weight: torch.Tensor, shift: torch.Tensor | None) -> torch.Tensor:
+    """pixels (n, c) @ weight (out, c)^T + shift (out,), the shift optional."""
+    return pixels @ weight.T if shift is None else torch.addmm(shift, pixels, weight.T)
 
 
 def _bn_affine(norm: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:

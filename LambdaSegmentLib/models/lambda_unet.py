@@ -85,6 +85,10 @@ class LambdaUNet(UNet2p5d):
         local_size: R of the local lambda (3).
         slice_context: T of the inter-slice lambda (3); 0 gives LambdaUNet-2D.
         local_3d: R x R x T local context instead of the inter-slice lambda (LambdaUNet-3D).
+        query_norm: "batch" (the paper's BatchNorm on the queries) or "rms" (per-pixel unit-RMS
+            queries: each Lambda+ layer linear, not quadratic, in its input's scale, so the
+            eight stacked layers cannot overflow on an input brighter than training showed;
+            ``lambda_plus.QueryRMSNorm``).
         checkpoint_activations: recompute each encoder block's activations in the backward
             pass instead of storing them (training memory; same results).
 
@@ -106,6 +110,7 @@ class LambdaUNet(UNet2p5d):
         local_size: int = 3,
         slice_context: int = 3,
         local_3d: bool = False,
+        query_norm: str = "batch",
         checkpoint_activations: bool = False,
     ) -> None:
         lambda_config = dict(
@@ -115,6 +120,7 @@ class LambdaUNet(UNet2p5d):
             local_size=local_size,
             slice_context=slice_context,
             local_3d=local_3d,
+            query_norm=query_norm,
         )
         super().__init__(
             in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, **lambda_config)

@@ -17,7 +17,10 @@ def make_layer(**config: object) -> LambdaPlus:
     layer = LambdaPlus(**{**defaults, **config}).double()
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        for norm in (layer.norm_q, layer.norm_v):
+        batch_norms = [norm for norm in (layer.norm_q, layer.norm_v) if isinstance(norm, torch.nn.BatchNorm2d)]
+        if not isinstance(layer.norm_q, torch.nn.BatchNorm2d):
+            layer.norm_q.weight.copy_(torch.randn(layer.norm_q.weight.shape, generator=generator, dtype=torch.float64))
+        for norm in batch_norms:
             norm.running_mean.copy_(torch.randn(norm.num_features, generator=generator, dtype=torch.float64))
             norm.running_var.copy_(torch.rand(norm.num_features, generator=generator, dtype=torch.float64) + 0.5)
             norm.weight.copy_(torch.randn(norm.num_features, generator=generator, dtype=torch.float64))
@@ -28,6 +31,17 @@ def make_layer(**config: object) -> LambdaPlus:
     return layer.eval()
 
 
+def reference_queries(layer: LambdaPlus, x: torch.Tensor) -> torch.Tensor:
+    """q ((b t), H, W, heads, k): the projection, then BatchNorm per channel ("batch") or each
+    head's k-vector divided by its root mean square and scaled by the learned gain ("rms")."""
+    q = layer.to_q(x)
+    if layer.query_norm == "batch":
+        return rearrange(layer.norm_q(q), "B (h k) H W -> B H W h k", h=layer.heads)
+    q = rearrange(q, "B (h k) H W -> B H W h k", h=layer.heads)
+    rms = (q.square().mean(dim=-1, keepdim=True) + layer.norm_q.eps).sqrt()
+    return q / rms * layer.norm_q.weight
+
+
 def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -> torch.Tensor:
     """Equations 1-7 evaluated pixel by pixel with explicit loops over n and m.
 
@@ -35,7 +49,7 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
     """
     heads, kd, ud, vd = layer.heads, layer.key_dim, layer.intra_depth, layer.value_dim
     folded, _, height, width = x.shape
-    q = rearrange(layer.norm_q(layer.to_q(x)), "B (h k) H W -> B H W h k", h=heads)
+    q = reference_queries(layer, x)
     keys = rearrange(layer.to_k(x), "B (u k) H W -> B H W k u", u=ud)
     values = rearrange(layer.norm_v(layer.to_v(x)), "B (u v) H W -> B H W v u", u=ud)
     # Keys normalised by softmax over the pixels m of the same slice.
@@ -81,6 +95,8 @@ CONFIGS = {
     "lambda_unet_3d": dict(local_3d=True),
     "no_local": dict(local_size=0),
     "wide_context": dict(local_size=5, slice_context=5, key_dim=4, intra_depth=3),
+    "rms_queries": dict(query_norm="rms"),
+    "rms_queries_3d": dict(query_norm="rms", local_3d=True),
 }
 
 
@@ -144,7 +160,7 @@ def test_global_lambda_is_shared_by_all_pixels_of_a_slice() -> None:
     x = torch.randn(3, 3, 6, 6, dtype=torch.float64)
     with torch.no_grad():
         y = rearrange(layer(x, 3), "B (h v) H W -> B h (H W) v", h=layer.heads)
-        q = rearrange(layer.norm_q(layer.to_q(x)), "B (h k) H W -> B h (H W) k", h=layer.heads)
+        q = rearrange(reference_queries(layer, x), "B H W h k -> B h (H W) k")
     for s in range(3):
         # All heads and all pixels of slice s share one lambda: stack them and solve once.
         q_s, y_s = q[s].reshape(-1, layer.key_dim), y[s].reshape(-1, layer.value_dim)
@@ -177,3 +193,52 @@ def test_gradients_reach_every_parameter() -> None:
     for name, parameter in layer.named_parameters():
         assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
         assert parameter.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("query_norm", ["batch", "rms"])
+def test_gradients_reach_every_parameter_with_either_query_norm(query_norm: str) -> None:
+    layer = make_layer(query_norm=query_norm).train()
+    layer(torch.randn(6, 3, 5, 5, dtype=torch.float64), 3).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters())
+
+
+def test_rms_queries_make_the_layer_linear_in_its_input_scale() -> None:
+    """BatchNorm queries (eval: affine) give y quadratic in x; unit-RMS queries give y linear:
+    scaling x by s scales y by about s, not s^2 (here exactly s without the BatchNorm shifts)."""
+    x = torch.randn(6, 3, 5, 5, dtype=torch.float64)
+    ratios = {}
+    for query_norm in ("batch", "rms"):
+        layer = make_layer(query_norm=query_norm)
+        with torch.no_grad():
+            for norm in (layer.norm_q, layer.norm_v):  # no affine shift: pure scaling behaviour
+                if isinstance(norm, torch.nn.BatchNorm2d):
+                    norm.running_mean.zero_()
+                    norm.bias.zero_()
+            for bias in (layer.local_bias, layer.slice_bias):
+                bias.zero_()
+            small, large = layer(x, 3), layer(1000.0 * x, 3)
+        # Keys' softmax changes with scale too; compare magnitudes, not values.
+        ratios[query_norm] = float(large.abs().max() / small.abs().max())
+    assert 1e5 < ratios["batch"] < 1e7
+    assert 1e2 < ratios["rms"] < 1e4
+
+
+def test_unknown_query_norm_is_refused() -> None:
+    with pytest.raises(ValueError, match="query_norm must be one of"):
+        LambdaPlus(3, 4, key_dim=3, intra_depth=2, value_dim=2, query_norm="layer")
+
+
+def test_lambda_unet_with_rms_queries_stays_finite_where_batch_norm_queries_overflow() -> None:
+    """Eight stacked Lambda+ layers square an out-of-range input's scale eight times with the
+    paper's BatchNorm queries (eval mode); with unit-RMS queries the growth is linear."""
+    from LambdaSegmentLib.models import create_model
+
+    x = 1e3 * torch.randn(1, 2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    outputs = {}
+    for query_norm in ("batch", "rms"):
+        torch.manual_seed(0)
+        model = create_model("lambda_unet", widths=[8, 16, 16, 16, 16], value_dim=4, query_norm=query_norm).eval()
+        with torch.no_grad():
+            outputs[query_norm] = model(x)
+    assert not torch.isfinite(outputs["batch"]).all()
+    assert torch.isfinite(outputs["rms"]).all()

@@ -41,16 +41,20 @@ def random_configuration(seed: int) -> dict:
     rng = random.Random(seed)
     value_dim = rng.randint(1, 4)
     local_3d = rng.random() < 0.25  # LambdaUNet-3D: R x R x T local context, both odd and > 0
+    key_dim = rng.randint(1, 5)
+    # RMS queries need |k| >= 2: a 1-vector's unit RMS is its sign, whose float32 gradient is noise.
+    query_norm = "rms" if key_dim > 1 and seed % 2 else "batch"
     return dict(
         layer=dict(
             in_channels=rng.randint(2, 5),
             out_channels=value_dim * rng.randint(1, 4),
-            key_dim=rng.randint(1, 5),
+            key_dim=key_dim,
             intra_depth=rng.randint(1, 3),
             value_dim=value_dim,
             local_size=rng.choice([1, 3, 5] if local_3d else [0, 1, 3, 5]),
             slice_context=rng.choice([1, 3, 5] if local_3d else [0, 1, 3, 5]),
             local_3d=local_3d,
+            query_norm=query_norm,
         ),
         studies=rng.randint(1, 3),
         slices=rng.randint(1, 5),
@@ -60,10 +64,13 @@ def random_configuration(seed: int) -> dict:
 
 
 def randomise_statistics(layer: LambdaPlus, seed: int) -> None:
-    """Non-trivial BatchNorm running statistics and affine, and non-zero positional biases."""
+    """Non-trivial BatchNorm running statistics and affine, RMS query gains, and non-zero
+    positional biases."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for norm in (layer.norm_q, layer.norm_v):
+        if layer.query_norm == "rms":
+            layer.norm_q.weight.copy_(torch.randn(layer.norm_q.weight.shape, generator=generator))
+        for norm in (n for n in (layer.norm_q, layer.norm_v) if isinstance(n, torch.nn.BatchNorm2d)):
             norm.running_mean.copy_(torch.randn(norm.num_features, generator=generator))
             norm.running_var.copy_(torch.rand(norm.num_features, generator=generator) + 0.5)
             norm.weight.copy_(torch.randn(norm.num_features, generator=generator))
