@@ -58,7 +58,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD, brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
@@ -112,9 +114,15 @@ class Prepared:
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool) -> Prepared:
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
-    segmentation = segment_study(study, package, device="cpu")
-    brain = np.asarray(segmentation.brain.array) != 0
-    probability = np.asarray(segmentation.probability.array)
+    try:
+        segmentation = segment_study(study, package, device="cpu")
+    except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
+        print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
+        brain = brain_mask(study.dwi, method=str(package.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD)))
+        probability = np.zeros(brain.shape, dtype=np.float32)
+    else:
+        brain = np.asarray(segmentation.brain.array) != 0
+        probability = np.asarray(segmentation.probability.array)
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),

@@ -47,6 +47,11 @@ from .postprocess import PostProcessing, postprocess
 from .slabs import Slab, plan_slabs
 
 ANATOMICAL_AXES = ("left-right", "anterior-posterior", "superior-inferior")  # LPS x, y, z
+# A logit beyond this is a runaway, not a confident answer: trained models here stay within a few
+# hundred. Stacked Lambda+ layers with BatchNorm queries are quadratic in their input's scale, and
+# on some studies (a whole-territory infarct of 226 mL) the 2.0.0 weights reached logits of -1e24
+# whose sigmoid, 0, silently hid the infarct (models.lambda_plus.QueryRMSNorm).
+RUNAWAY_LOGIT = 1e5
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each slab (``total`` slabs)."""
@@ -180,7 +185,8 @@ def predict_probability(
         precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
 
     Returns:
-        float32 (t, h, w) probabilities.
+        float32 (t, h, w) probabilities; NaN where the logit is non-finite or a runaway
+        (|logit| > ``RUNAWAY_LOGIT``), so that ``segment_study`` refuses it.
     """
     num_slices = channels.shape[1]
     slabs = slabs or [Slab(0, num_slices, 0, num_slices)]
@@ -193,7 +199,8 @@ def predict_probability(
         for done, slab in enumerate(slabs, start=1):
             window = torch.from_numpy(np.ascontiguousarray(channels[:, slab.start : slab.stop]))
             logits = model(window.unsqueeze(0).to(device))  # (1, 1, t_window, h, w)
-            core = logits[0, 0, slab.core_in_window].float().sigmoid()  # (t_core, h, w)
+            core_logits = logits[0, 0, slab.core_in_window].float()  # (t_core, h, w)
+            core = core_logits.sigmoid().masked_fill(~(core_logits.abs() <= RUNAWAY_LOGIT), float("nan"))
             probability[slab.core_start : slab.core_stop] = core.cpu().numpy()
             if progress is not None:
                 progress(done, len(slabs))
@@ -283,8 +290,8 @@ def segment_study(
         # Never threshold NaN into a mask that looks like an answer.
         raise BadInputError(
             package.directory,
-            f"model {package.name} {package.version} produced {non_finite} non-finite (NaN) outputs on this study; "
-            "its weights are unusable here",
+            f"model {package.name} {package.version} produced {non_finite} non-finite or runaway outputs "
+            f"(NaN, or |logit| > {RUNAWAY_LOGIT:g}) on this study; its weights are unusable here",
         )
     probability_volume = prepared.to_dwi_grid(probability)
     values = np.where(brain, np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0), np.float32(0.0))

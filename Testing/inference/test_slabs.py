@@ -96,3 +96,29 @@ def test_a_model_that_outputs_nan_is_refused_not_thresholded(tmp_path) -> None:
     with pytest.raises(BadInputError, match="non-finite") as error:
         segment_study(load_study(dwi=phantom.dwi, adc=phantom.adc), package, device="cpu")
     assert error.value.source == str(package.directory)
+
+
+@pytest.mark.parametrize("logit", [-1e24, 3e6])
+def test_a_runaway_logit_is_refused_not_read_as_a_confident_answer(tmp_path, logit: float) -> None:
+    """sigmoid(-1e24) = 0 looks like 'no infarct' (the 2.0.0 weights on a 226 mL infarct);
+    segment_study refuses a study with any |logit| > RUNAWAY_LOGIT."""
+    from LambdaSegmentLib.errors import BadInputError
+    from LambdaSegmentLib.inference import load_model_package, segment_study
+    from LambdaSegmentLib.inference.phantom import make_phantom
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+    from LambdaSegmentLib.io import load_study
+
+    package = load_model_package(save_untrained_package(tmp_path / "model"))
+    with torch.no_grad():
+        package.model.outc.bias.fill_(logit)
+    phantom = make_phantom(size_ijk=(32, 36, 6), spacing_mm=(4.0, 4.0, 6.0))
+    with pytest.raises(BadInputError, match="runaway"):
+        segment_study(load_study(dwi=phantom.dwi, adc=phantom.adc), package, device="cpu")
+
+
+def test_large_but_sane_logits_are_kept() -> None:
+    model = create_model("lambda_unet", **SMALL).eval()
+    with torch.no_grad():
+        model.outc.bias.fill_(-500.0)
+    probability = predict_probability(model, np.ones((2, 3, 32, 32), dtype=np.float32), device=CPU)
+    assert np.isfinite(probability).all() and probability.max() < 1e-6
