@@ -14,7 +14,8 @@ territorial infarct and its satellites) is seen in thousands of new brains.
    brain would create a fake signal.
 2. :func:`paste_lesions`: a random pose (left-right mirror, rotation, isotropic scale) and
    target centre in the target's lesion-free brain tissue; the CarveMix weight w is 1 in the
-   lesion and falls linearly to 0 over 1-4 mm outside it. Everything is resampled onto the
+   lesion and falls linearly to 0 over 1-4 mm outside it; at least 90 % of it must land in
+   that tissue (in the centre's hemisphere where the target's territories are known). Everything is resampled onto the
    target's own grid with ``sitk.Resample`` (linear), averaged over sub-positions across a
    thick slice (the partial volume of a slab, as the generator's slice profile gives it);
    the target itself is never resampled. ADC' = ADC·(1 + w(r_adc − 1)), S0' = S0·(1 +
@@ -219,6 +220,7 @@ def paste_lesions(
     count: int,
     *,
     brain: np.ndarray | None = None,
+    hemisphere: np.ndarray | None = None,
     mirror_probability: float = 0.5,
     max_rotation_deg: float = 20.0,
     scale_range: tuple[float, float] = (0.8, 1.25),
@@ -236,8 +238,12 @@ def paste_lesions(
         lesions: from :func:`carve_lesions`.
         rng: all randomness comes from it.
         count: lesions to paste (each given up after ``MAX_TRIES`` placements that put less
-            than ``MIN_ALLOWED_SHARE`` of the weight in allowed tissue).
+            than ``MIN_ALLOWED_SHARE`` of the weight in allowed tissue, or that label no voxel:
+            a pasted signal always comes with its label).
         brain: bool (nk, nj, ni), the target's brain; default nonzero DWI and ADC.
+        hemisphere: int (nk, nj, ni), 1 left, 2 right, 0 unknown: when given, a lesion
+            centred in one hemisphere counts the other as disallowed tissue (a territorial
+            infarct does not cross the midline); default: no such rule.
         mirror_probability, max_rotation_deg, scale_range, ramp_mm: the pose and the CarveMix
             ramp (mm outside the lesion over which the weight falls to 0).
         margin_voxels: pasted signal stays farther than this from any existing label.
@@ -282,14 +288,20 @@ def paste_lesions(
                 continue
             fraction, weight, adc_factor, s0_factor = _resample_posed(lesion, pose, transform, target, box)
             inside = allowed[box]
+            if hemisphere is not None and hemisphere[centre_kji] > 0:
+                inside = inside & (hemisphere[box] != 3 - hemisphere[centre_kji])  # not the other side
             if weight.sum() <= 0 or weight[inside].sum() < MIN_ALLOWED_SHARE * weight.sum():
+                continue
+            pasted = inside & (fraction >= 0.5)
+            if not pasted.any():
+                # a satellite thinner than half a thick slice here: its signal would be an
+                # unlabelled bright spot, teaching the model to ignore faint emboli; try elsewhere
                 continue
             # factors exactly 1 outside allowed tissue and the ROI: those voxels stay bit-identical
             keep = inside & (weight > 0)
             adc_factor = np.where(keep, adc_factor, 1.0).astype(np.float32)
             s0_factor = np.where(keep, s0_factor, 1.0).astype(np.float32)
             dwi[box], adc[box] = apply_lesion_signal(dwi[box], adc[box], study.b_value, adc_factor, s0_factor)
-            pasted = inside & (fraction >= 0.5)
             label[box] |= pasted
             record.update(pasted_ml=float(pasted.sum()) * target.voxel_volume_mm3 / 1000.0, placed=True,
                           pose=dataclasses.asdict(pose), centre_lps=[float(c) for c in centre])
@@ -301,6 +313,13 @@ def paste_lesions(
     return new, label, drawn
 
 
+def territory_hemisphere(territory: np.ndarray) -> np.ndarray:
+    """int8 (nk, nj, ni): 1 left, 2 right, 0 elsewhere, from JHU arterial territory labels
+    (``synthesis.template.TERRITORY_NAMES``: odd 1-29 left, even 2-30 right; ventricles 31-32 neither)."""
+    territory = np.asarray(territory)
+    return np.where((territory >= 1) & (territory <= 30), 2 - territory % 2, 0).astype(np.int8)
+
+
 def prepare_carved_synthetic(
     seed: int, preprocessing: Mapping[str, Any], ranges: Mapping[str, Any], lesions: Sequence[CarvedLesion],
     rng: np.random.Generator,
@@ -308,11 +327,13 @@ def prepare_carved_synthetic(
     """Synthetic study ``seed`` with 1-3 carved lesions pasted in (before preprocessing) → :class:`PreparedCase`.
 
     The generator's own infarcts keep their label; the target's brain is the generator's
-    tissue map (CSF included: ``paste_lesions`` keeps out of it by its ADC).
+    tissue map (CSF included: ``paste_lesions`` keeps out of it by its ADC); its arterial
+    territories keep each pasted lesion in one hemisphere.
     """
     study, synthetic = load_synthetic(seed, ranges)
     brain = np.asarray(synthetic.tissue.array) > 0
     count = int(rng.choice(CARVED_PER_STUDY))
-    pasted, label, _drawn = paste_lesions(study, np.asarray(synthetic.mask.array) > 0, lesions, rng, count, brain=brain)
+    pasted, label, _drawn = paste_lesions(study, np.asarray(synthetic.mask.array) > 0, lesions, rng, count, brain=brain,
+                                          hemisphere=territory_hemisphere(np.asarray(synthetic.territory.array)))
     mask = synthetic.mask.with_array(label.astype(np.uint8))
     return prepare_labelled(f"synthetic-{seed}-carved", pasted, mask, preprocessing)

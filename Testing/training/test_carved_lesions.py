@@ -20,7 +20,7 @@ from LambdaSegmentLib.training.prepared import prepare_synthetic
 from LambdaSegmentLib.training.real_backgrounds import CSF_ADC, RealBackground, lesion_free_tissue
 from LambdaSegmentLib.training.windows import SyntheticWindows, random_window
 
-from lambdasegment_training_helpers import TINY_PREPROCESSING, TINY_RANGES
+from lambdasegment_training_helpers import TINY_PREPROCESSING, TINY_RANGES, write_bids_case
 from test_cli import train_args
 
 ISLES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "isles22"
@@ -119,12 +119,28 @@ def test_paste_stays_in_lesion_free_brain_tissue(carved: tuple[list[CarvedLesion
         assert not (changed & ~allowed).any()  # never outside the brain, in CSF or near a label
         assert (new_label[label]).all() and not (new_label & ~label & ~allowed).any()
         assert changed.any() == any(d["placed"] for d in drawn)
+        assert all(d["pasted_ml"] > 0 for d in drawn if d["placed"])  # a pasted signal always comes with its label
         placed += sum(d["placed"] for d in drawn)
         # outside the ROI bit-identical; the geometry is the target's
         assert study.dwi.spacing_mm == target.dwi.spacing_mm and study.adc.origin_mm == target.adc.origin_mm
         np.testing.assert_array_equal(study.dwi.direction, target.dwi.direction)
         assert study.adc.array.dtype == np.float32 and float(np.asarray(study.adc.array).max()) <= 3.0 + 1e-6
     assert placed >= 6
+
+
+def test_a_pasted_lesion_stays_in_its_hemisphere(carved: tuple[list[CarvedLesion], float]) -> None:
+    target, brain = make_study((48, 64, 64), (1.0, 1.0, 1.0))
+    hemisphere = np.zeros(brain.shape, np.int8)
+    hemisphere[:, :, :31], hemisphere[:, :, 33:] = 1, 2  # 2 unknown columns on the midline
+    sides = []
+    for seed in range(6):
+        study, _label, drawn = paste_lesions(target, np.zeros(brain.shape, bool), sphere_only(carved[0]),
+                                             np.random.default_rng(seed), 1, brain=brain, hemisphere=hemisphere)
+        changed = np.asarray(study.adc.array) != np.asarray(target.adc.array)
+        touched = set(np.unique(hemisphere[changed]).tolist()) - {0}
+        assert len(touched) <= 1 and drawn[0]["placed"] == bool(touched)
+        sides += list(touched)
+    assert set(sides) == {1, 2}
 
 
 def pasted_ml(target: Study, brain: np.ndarray, lesions: list[CarvedLesion], seed: int) -> float:
@@ -214,3 +230,22 @@ def test_carving_needs_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFi
         SegmentationDataModule(synthetic_studies=2, carve_probability=0.5)
     assert main(train_args(tmp_path / "pkg", "--carve-probability", "0.5")) == 2
     assert "--carve-probability" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+
+
+@pytest.mark.needs_atlas
+def test_datamodule_carves_the_backgrounds_once_and_describes_it(tmp_path: Path) -> None:
+    folder = write_bids_case(tmp_path, "bg01", seed=11)
+    datamodule = SegmentationDataModule(
+        TINY_PREPROCESSING, synthetic_studies=1, synthesis_ranges=TINY_RANGES, real_backgrounds=[folder],
+        real_background_studies=1, carve_probability=1.0, windows_per_study=1, size_hw=(32, 32), batch_size=1, seed=3,
+    )
+    datamodule.setup()
+    carved = datamodule.carved
+    assert carved and {lesion.source for lesion in carved} == {"sub-bg01_ses-0001"}
+    datamodule.setup()
+    assert datamodule.carved is carved  # once
+    synthetic = datamodule.train_dataset(epoch=0).first
+    assert isinstance(synthetic, SyntheticWindows) and synthetic.make_study(3).name == "synthetic-3-carved"
+    described = datamodule.description()["carved_lesions"]
+    assert described["cases"] == ["sub-bg01_ses-0001"] and described["components"] == len(carved)
+    assert described["probability"] == 1.0 and "carved_lesions.py" in described["method"]
