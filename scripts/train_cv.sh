@@ -22,6 +22,14 @@
 #   scripts/train_cv.sh shipped-contra    # stage 2 as shipped, + the dwi_asymmetry channel
 #   SHIP_FROM=shipped-contra scripts/train_cv.sh ship   # ship that one instead
 #
+# Issue 13's CarveMix trial: the same stage 2 with half of its synthetic studies given 1-3 of the
+# fold's real lesions, carved from the background case's expert mask and pasted in through S0 and ADC
+# (training/carved_lesions.py); the evaluation case's lesions are never carved:
+#
+#   scripts/train_cv.sh foldA-carve   # stage 2 as foldA, + --carve-probability 0.5 (lesions of case 0001)
+#   scripts/train_cv.sh foldB-carve   # stage 2 as foldB, + --carve-probability 0.5 (lesions of case 0003)
+#   scripts/train_cv.sh evaluate-carve    # real_scan_cv.py on foldA-carve/foldB-carve, as evaluate
+#
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
 # resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
@@ -33,7 +41,7 @@ RUNS=${RUNS:-runs/cv}
 SHIP_VERSION=${SHIP_VERSION:-2.0.0}  # the bundled package's version when the shipped stage is shipped
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve [train options]}
 shift
 
 # The Lambda+ query normalisation: "batch" (the paper's; 2.0.0) or "rms" (issue 13's numerical
@@ -85,6 +93,8 @@ case "$stage" in
     shipped) finetune shipped sub-strokecase0001 sub-strokecase0003 ;;
     foldA-contra) model "$CONTRA_CHANNELS" 3; finetune foldA-contra sub-strokecase0001 ;;
     foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
+    foldA-carve) EXTRA+=(--carve-probability 0.5); finetune foldA-carve sub-strokecase0001 ;;
+    foldB-carve) EXTRA+=(--carve-probability 0.5); finetune foldB-carve sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-cv-recipe-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
@@ -98,5 +108,8 @@ case "$stage" in
     evaluate-contra)
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-contra --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
+    evaluate-carve)
+        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-carve --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
+            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -59,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--synthesis", type=_json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
     data.add_argument("--real-backgrounds", action="append", default=[], metavar="DIR|CSV", help="labelled folder or CSV whose studies serve as backgrounds for injected synthetic infarcts (their lesions stay labelled); repeatable")
     data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
+    data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
     data.add_argument("--window-slices", type=int, default=recipe.WINDOW_SLICES, help="slices per window (paper: 8)")
@@ -128,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(None, "no training data: give --data DIR, --synthetic N and/or --real-backgrounds DIR --real-background-studies N")
     if bool(args.real_backgrounds) != (args.real_background_studies > 0):
         raise BadInputError("--real-backgrounds", "give the folders and --real-background-studies N > 0 together")
+    if args.carve_probability > 0 and not args.real_backgrounds:
+        raise BadInputError("--carve-probability", "needs --real-backgrounds DIR: the carved lesions are those cases' expert lesions")
+    if args.carve_probability > 0 and args.synthetic <= 0:
+        raise BadInputError("--carve-probability", "needs --synthetic N > 0: the carved lesions are pasted into synthetic studies")
+    if not 0.0 <= args.carve_probability <= 1.0:
+        raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
     work_dir = args.work_dir or output.with_name(output.name + ".training")
     preprocessing = dict(args.preprocessing or DEFAULT_PREPROCESSING)
 
@@ -149,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         num_workers=args.workers,
         real_backgrounds=args.real_backgrounds,
         real_background_studies=args.real_background_studies,
+        carve_probability=args.carve_probability,
     )
     module = SegmentationModule(
         args.model,

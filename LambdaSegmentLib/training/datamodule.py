@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 from . import recipe
 from .cases import find_labelled_cases
 from .prepared import PreparedCase, load_labelled_case, prepare_synthetic
+from .carved_lesions import CarvedLesion, carve_lesions
 from .real_backgrounds import RealBackground, RealBackgroundWindows, load_background
 from .window_augmentation import augment_window
 from .windows import VALIDATION_SEED_OFFSET, Interleaved, RealWindows, SyntheticWindows, WholeStudies
@@ -50,6 +51,9 @@ class SegmentationDataModule(L.LightningDataModule):
             window augmentation; their expert lesions stay labelled.
         real_background_studies: augmented background studies per epoch (each cut into
             ``windows_per_study`` windows); 0 = none.
+        carve_probability: share of synthetic studies given 1-3 of the real backgrounds'
+            expert lesions, carved out and pasted in (CarveMix, ``carved_lesions.py``); needs
+            ``real_backgrounds`` (the same cases are the sources); 0 = none.
     """
 
     def __init__(
@@ -71,12 +75,19 @@ class SegmentationDataModule(L.LightningDataModule):
         num_workers: int = 0,
         real_backgrounds: Sequence[str | Path] = (),
         real_background_studies: int = 0,
+        carve_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if not data and synthetic_studies <= 0 and real_background_studies <= 0:
             raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
         if bool(real_backgrounds) != (real_background_studies > 0):
             raise ValueError("real backgrounds need both the folders and real_background_studies > 0")
+        if not 0.0 <= carve_probability <= 1.0:
+            raise ValueError(f"carve_probability must be in [0, 1], got {carve_probability}")
+        if carve_probability > 0 and not real_backgrounds:
+            raise ValueError("carve_probability > 0 needs real_backgrounds: their expert lesions are the ones carved")
+        if carve_probability > 0 and synthetic_studies <= 0:
+            raise ValueError("carve_probability > 0 needs synthetic_studies > 0: carved lesions are pasted into synthetic studies")
         if size_hw[0] % 16 or size_hw[1] % 16:
             raise ValueError(f"size_hw must be divisible by 16, got {size_hw}")
         self.preprocessing = dict(preprocessing or DEFAULT_PREPROCESSING)
@@ -91,7 +102,9 @@ class SegmentationDataModule(L.LightningDataModule):
         self.artefact_probability = float(artefact_probability)
         self.real_background_paths = [Path(p) for p in real_backgrounds]
         self.real_background_studies = int(real_background_studies)
+        self.carve_probability = float(carve_probability)
         self.backgrounds: list[RealBackground] = []
+        self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
         self.val_cases: list[PreparedCase] = []
         self.epochs_served = 0
@@ -102,6 +115,8 @@ class SegmentationDataModule(L.LightningDataModule):
             self.train_cases = [load_labelled_case(c, self.preprocessing) for root in self.data for c in find_labelled_cases(root)]
         if self.real_background_paths and not self.backgrounds:
             self.backgrounds = [load_background(c) for root in self.real_background_paths for c in find_labelled_cases(root)]
+        if self.carve_probability > 0 and not self.carved:
+            self.carved = [lesion for background in self.backgrounds for lesion in carve_lesions(background)]
         if not self.val_cases:
             self.val_cases = [load_labelled_case(c, self.preprocessing) for root in self.val_data for c in find_labelled_cases(root)]
             self.val_cases += [
@@ -132,6 +147,8 @@ class SegmentationDataModule(L.LightningDataModule):
                     **studies,
                     ranges=self.synthesis_ranges,
                     artefact_probability=self.artefact_probability,
+                    carved=self.carved,
+                    carve_probability=self.carve_probability if self.carved else 0.0,
                 )
             )
         if self.backgrounds:
@@ -186,6 +203,15 @@ class SegmentationDataModule(L.LightningDataModule):
                 "studies_per_epoch": self.real_background_studies,
                 "method": "synthetic infarcts injected through S0 and ADC (training/real_backgrounds.py), "
                 "0-3 per study, 25 % as 6 mm slabs, window augmentation (training/window_augmentation.py)",
+            }
+        if self.carved:
+            described["carved_lesions"] = {
+                "cases": sorted({lesion.source for lesion in self.carved}),
+                "components": len(self.carved),
+                "probability": self.carve_probability,
+                "method": "CarveMix: expert-mask components carved with their ADC and S0 ratios to normal tissue "
+                "and pasted, 1-3 per study, into that share of synthetic studies through S0 and ADC "
+                "(training/carved_lesions.py): random mirror, rotation ±20°, scale 0.8-1.25, 1-4 mm ramp",
             }
         if self.synthetic_studies:
             epochs = max(1, self.epochs_served)

@@ -9,7 +9,7 @@ block; the expert mask follows with ``PreparedInput.to_model_grid`` (nearest nei
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from LambdaSegmentLib.io import Study, Volume, load_study, read_volume
 from LambdaSegmentLib.preprocessing import prepare_input
 
 from .cases import LabelledCase
+
+if TYPE_CHECKING:
+    from LambdaSegmentLib.synthesis.generator import SyntheticStudy
 
 
 @dataclass(frozen=True)
@@ -52,14 +55,20 @@ def load_labelled_case(case: LabelledCase, preprocessing: Mapping[str, Any]) -> 
     return prepare_labelled(case.name, study, mask, preprocessing)
 
 
-def prepare_synthetic(seed: int, preprocessing: Mapping[str, Any], ranges: Mapping[str, Any]) -> PreparedCase:
-    """``LambdaSegmentLib.synthesis.generate(seed, **ranges)`` → :class:`PreparedCase`.
+def load_synthetic(seed: int, ranges: Mapping[str, Any]) -> tuple[Study, "SyntheticStudy"]:
+    """``LambdaSegmentLib.synthesis.generate(seed, **ranges)``, loaded like a real study (its
+    ADC in its stored unit, converted by ``load_study``, so unit handling is exercised too).
 
-    The synthetic study is loaded like a real one (its ADC in its stored unit, converted
-    by ``load_study``), so unit handling is exercised too.
+    Returns (study, synthetic): the loaded study and the generator's output (mask, tissue).
     """
     from LambdaSegmentLib.synthesis import generate
 
     synthetic = generate(int(seed), **dict(ranges))
     study = load_study(dwi=synthetic.dwi, adc=synthetic.adc, adc_unit=synthetic.adc_unit, b_value=synthetic.b_value)
+    return study, synthetic
+
+
+def prepare_synthetic(seed: int, preprocessing: Mapping[str, Any], ranges: Mapping[str, Any]) -> PreparedCase:
+    """``LambdaSegmentLib.synthesis.generate(seed, **ranges)`` → :class:`PreparedCase` (see :func:`load_synthetic`)."""
+    study, synthetic = load_synthetic(seed, ranges)
     return prepare_labelled(f"synthetic-{seed}", study, synthetic.mask, preprocessing)

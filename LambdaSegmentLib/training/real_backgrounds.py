@@ -96,6 +96,13 @@ def load_background(case: LabelledCase) -> RealBackground:
     return RealBackground(case.name, study, lesion, brain, template_index_map(study.dwi, brain))
 
 
+def lesion_free_tissue(brain: np.ndarray, adc: np.ndarray, lesion: np.ndarray, margin_voxels: int) -> np.ndarray:
+    """bool (nk, nj, ni): where a new lesion may go: brain, not CSF (ADC < ``CSF_ADC``, ADC in
+    10⁻³ mm²/s), and more than ``margin_voxels`` (6-connected steps) from any ``lesion`` voxel."""
+    near = ndimage.binary_dilation(lesion, iterations=margin_voxels) if margin_voxels > 0 else lesion  # 0 iterations would dilate to convergence
+    return brain & (adc < CSF_ADC) & ~near
+
+
 def inject_infarcts(
     background: RealBackground,
     rng: np.random.Generator,
@@ -117,7 +124,7 @@ def inject_infarcts(
     study = background.study
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
     adc = np.asarray(study.adc.array, dtype=np.float64)
-    allowed = background.brain & (adc < CSF_ADC) & ~ndimage.binary_dilation(background.lesion, iterations=margin_voxels)
+    allowed = lesion_free_tissue(background.brain, adc, background.lesion, margin_voxels)
     template = load_tissue_template()
     territories = load_territories()
     points = background.template_ijk.reshape(3, -1)

@@ -7,7 +7,7 @@ a window are zero-padded at the end (the models zero-pad beyond a study's ends a
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -16,7 +16,14 @@ from torch.utils.data import Dataset
 from .augmentation import add_bright_artefacts
 from .prepared import PreparedCase, prepare_synthetic
 
+if TYPE_CHECKING:
+    from .carved_lesions import CarvedLesion
+
 VALIDATION_SEED_OFFSET = 10_000_000  # synthetic validation seeds never meet training seeds
+#: Second word of the seed of a study's CarveMix draws, ``default_rng([seed, CARVE_STREAM])``: a
+#: stream of its own (window streams are ``[seed, window]`` with small window numbers), so
+#: carving leaves every other draw of the study unchanged.
+CARVE_STREAM = 0xCA4E
 
 
 def _placement(size: int, target: int, offset: int) -> tuple[slice, slice]:
@@ -101,7 +108,10 @@ class SyntheticWindows(Dataset):
     """``studies`` synthetic studies made on the fly, ``windows_per_study`` random windows each.
 
     With ``artefact_probability`` > 0 that share of windows gets bright DWI artefacts with
-    a normal ADC (:mod:`.augmentation`).
+    a normal ADC (:mod:`.augmentation`). With ``carved`` lesions and ``carve_probability``
+    > 0 that share of studies gets 1-3 of them pasted in (CarveMix, :mod:`.carved_lesions`),
+    drawn from ``default_rng([seed, CARVE_STREAM])``; with 0 (the default) the studies are
+    exactly the generator's.
 
     Study ``s`` of epoch ``e`` has seed ``base_seed + e * studies + s``, so every epoch sees
     fresh studies, deterministically, on every worker and rank. Consecutive items share a
@@ -121,7 +131,12 @@ class SyntheticWindows(Dataset):
         lesion_probability: float = 0.7,
         ranges: Mapping[str, Any] | None = None,
         artefact_probability: float = 0.0,
+        carved: Sequence["CarvedLesion"] = (),
+        carve_probability: float = 0.0,
     ) -> None:
+        if carve_probability > 0 and not carved:
+            raise ValueError("carve_probability > 0 needs carved lesions")
+        self.carved, self.carve_probability = list(carved), float(carve_probability)
         self.studies, self.windows_per_study = int(studies), int(windows_per_study)
         self.artefact_probability = float(artefact_probability)
         channels = list(self.preprocessing_channels(preprocessing))
@@ -141,12 +156,22 @@ class SyntheticWindows(Dataset):
         study, window = divmod(int(item), self.windows_per_study)
         seed = self.study_seed(study)
         if self._cache is None or self._cache[0] != seed:
-            self._cache = (seed, prepare_synthetic(seed, self.preprocessing, self.ranges))
+            self._cache = (seed, self.make_study(seed))
         rng = np.random.default_rng([seed, window])
         item = random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
         if self.dwi_channel is not None and rng.random() < self.artefact_probability:
             item = add_bright_artefacts(item, rng, dwi_channel=self.dwi_channel)
         return item
+
+    def make_study(self, seed: int) -> PreparedCase:
+        """Synthetic study ``seed``, with carved lesions pasted in for a ``carve_probability`` share."""
+        if self.carve_probability > 0:
+            rng = np.random.default_rng([seed, CARVE_STREAM])
+            if rng.random() < self.carve_probability:
+                from .carved_lesions import prepare_carved_synthetic  # imports this module
+
+                return prepare_carved_synthetic(seed, self.preprocessing, self.ranges, self.carved, rng)
+        return prepare_synthetic(seed, self.preprocessing, self.ranges)
 
     @staticmethod
     def preprocessing_channels(preprocessing: Mapping[str, Any]) -> tuple[str, ...]:
