@@ -109,7 +109,7 @@ case "$stage" in
         "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-contra --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     evaluate-carve)
-        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-carve --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-cv-recipe-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
             --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
