@@ -37,17 +37,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
-RUNS=${RUNS:-runs/cv}
-SHIP_VERSION=${SHIP_VERSION:-2.0.0}  # the bundled package's version when the shipped stage is shipped
+# The Lambda+ query normalisation: "rms" (2.1.0: issue 13's numerical guard,
+# models.lambda_plus.QueryRMSNorm) or "batch" (the paper's; 2.0.0). Each has its own runs folder
+# with its committed stage-1 package: runs/cv-rms (default) and runs/cv, so 2.0.0's recipe is
+#   QUERY_NORM=batch RUNS=runs/cv SHIP_VERSION=2.0.0 scripts/train_cv.sh shipped   (etc.)
+QUERY_NORM=${QUERY_NORM:-rms}
+RUNS=${RUNS:-runs/cv-rms}
+SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the shipped stage is shipped
+RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
 stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve [train options]}
 shift
 
-# The Lambda+ query normalisation: "batch" (the paper's; 2.0.0) or "rms" (issue 13's numerical
-# guard, lambda_plus.QueryRMSNorm). Run it in its own runs folder, e.g.
-#   RUNS=runs/cv-rms QUERY_NORM=rms scripts/train_cv.sh pretrain
-QUERY_NORM=${QUERY_NORM:-batch}
 PAPER_CHANNELS='["eadc", "dwi"]'
 CONTRA_CHANNELS='["eadc", "dwi", "dwi_asymmetry"]'
 model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and preprocessing of every stage
@@ -97,7 +99,7 @@ case "$stage" in
     foldB-carve) EXTRA+=(--carve-probability 0.5); finetune foldB-carve sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-cv-recipe-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
             --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
@@ -106,10 +108,10 @@ case "$stage" in
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     evaluate-contra)
-        "$PYTHON" benchmarks/real_scan_cv.py --label cv-recipe-contra --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-contra}" --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     evaluate-carve)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-cv-recipe-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
             --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
