@@ -60,7 +60,7 @@ sys.path.insert(0, str(REPO))
 
 from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
-from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD, brain_mask  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
@@ -118,7 +118,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         segmentation = segment_study(study, package, device="cpu")
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
-        brain = brain_mask(study.dwi, method=str(package.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD)))
+        brain = brain_mask(study.dwi, method=package.brain_mask_method)
         probability = np.zeros(brain.shape, dtype=np.float32)
     else:
         brain = np.asarray(segmentation.brain.array) != 0

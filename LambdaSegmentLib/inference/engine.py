@@ -263,11 +263,11 @@ def segment_study(
             comes from the unflipped pass unless ``tta``).
     """
     from LambdaSegmentLib.preprocessing import prepare_input
-    from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD, brain_mask
+    from LambdaSegmentLib.preprocessing.brain_mask import brain_mask
 
     start = time.perf_counter()
     package = package if package is not None else load_model_package()
-    brain_mask_method = str(package.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD))
+    brain_mask_method = package.brain_mask_method
     brain = brain_mask(study.dwi, method=brain_mask_method)
     torch_device = resolve_device(device)
     prepared = prepare_input(study, package.manifest["preprocessing"])

@@ -79,6 +79,14 @@ class ModelPackage:
         return None if value is None else float(value)
 
     @property
+    def brain_mask_method(self) -> str:
+        """The manifest's ``brain_mask`` method (``preprocessing.brain_mask``), or the default
+        for packages written before it was recorded."""
+        from LambdaSegmentLib.preprocessing.brain_mask import DEFAULT_BRAIN_MASK_METHOD
+
+        return str(self.manifest.get("brain_mask", DEFAULT_BRAIN_MASK_METHOD))
+
+    @property
     def slice_receptive_radius(self) -> int:
         """Slices on each side of an output slice that can change it (halo of a slab)."""
         return int(getattr(self.model, "slice_receptive_radius"))

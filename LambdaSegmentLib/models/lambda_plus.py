@@ -69,7 +69,7 @@ class QueryRMSNorm(nn.Module):
     Why: with BatchNorm (eval mode: a fixed affine map) the query is linear in the layer's
     input, and so is each value, so y = q^T lambda is *quadratic* in it; eight Lambda+ layers
     deep, an input pixel 30x brighter than training ever showed becomes 30^(2^8) and the
-    float32 output overflows (measured: `docs/MODEL_CARD.md`, Known limits). A unit-RMS query
+    float32 output overflows (measured: `docs/MODEL_CARD.md`, Architecture). A unit-RMS query
     makes y linear in the values, so the layer grows like a convolution.
     """
 
