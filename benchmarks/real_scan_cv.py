@@ -11,7 +11,8 @@ Folds (``../shared/data/isles22``):
 Per fold, a model package (``--fold-packages A=DIR B=DIR``, or ``bundled`` for both) and
 its post-processing, either the package's own (``--postprocessing package``), the bare
 threshold 0.5 (``none``), or chosen by a grid search on the fold's own case
-(``choose``; the steps the search may use: ``--steps``). The choice maximises, fixed in
+(``choose``; the steps the search may use: ``--steps``; ``flips`` lets it choose the
+engine's test-time flips, averaged over 3 passes, against the plain pass). The choice maximises, fixed in
 advance, the mean of (a) the fold case's volume Dice, native and as 6 mm slabs, and (b) the
 mean volume Dice of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
 default ranges); (b) keeps one case from dictating the rule.
@@ -75,18 +76,20 @@ OUT = REPO / "benchmarks" / "results" / "real_scan_cv"
 SYNTHETIC_VALIDATION_SEEDS = range(32_000_000, 32_000_012)
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
-STEPS = ("threshold", "size", "edge", "contralateral")
+STEPS = ("threshold", "size", "edge", "contralateral", "flips")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
     "edge": (None, 2.0, 4.0, 6.0),
     "contralateral": (None, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4),
+    "flips": (False, True),  # the engine's test-time flips (3 passes) averaged, or the plain pass
 }
 
 
 @dataclass
 class Prepared:
-    """One study with a model's probability and everything the post-processing looks at."""
+    """One study with a model's probability (plain, and averaged over the test-time flips when
+    asked for) and everything the post-processing looks at."""
 
     name: str
     study: Study
@@ -96,37 +99,44 @@ class Prepared:
     depth_mm: np.ndarray
     pair: tuple[np.ndarray, np.ndarray]
     posterior_fossa: np.ndarray | None = None
-    _components: dict[float, Components] | None = None
+    flipped_probability: np.ndarray | None = None
+    _components: dict[tuple[bool, float], Components] | None = None
 
-    def components(self, threshold: float) -> Components:
+    def components(self, threshold: float, flips: bool = False) -> Components:
         self._components = self._components or {}
-        if threshold not in self._components:
-            self._components[threshold] = find_components(
-                self.probability, threshold, brain=self.brain, voxel_volume_mm3=self.study.dwi.voxel_volume_mm3,
+        if (flips, threshold) not in self._components:
+            if flips and self.flipped_probability is None:
+                raise ValueError(f"{self.name}: prepared without the test-time flips")
+            self._components[flips, threshold] = find_components(
+                self.flipped_probability if flips else self.probability, threshold, brain=self.brain,
+                voxel_volume_mm3=self.study.dwi.voxel_volume_mm3,
                 depth_mm=self.depth_mm, dwi_smoothed=self.pair[0], contralateral=self.pair[1],
             )
-        return self._components[threshold]
+        return self._components[flips, threshold]
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
-        return self.components(settings.threshold).mask(settings)
+        return self.components(settings.threshold, settings.test_time_flips).mask(settings)
 
 
-def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool) -> Prepared:
+def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False) -> Prepared:
+    """Segment ``study`` (plain pass; with ``flips`` also averaged over the engine's test-time flips)."""
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
     try:
-        segmentation = segment_study(study, package, device="cpu")
+        segmentation = segment_study(study, package, device="cpu", tta=False)
+        flipped = np.asarray(segment_study(study, package, device="cpu", tta=True).probability.array) if flips else None
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
         brain = brain_mask(study.dwi, method=package.brain_mask_method)
         probability = np.zeros(brain.shape, dtype=np.float32)
+        flipped = probability if flips else None
     else:
         brain = np.asarray(segmentation.brain.array) != 0
         probability = np.asarray(segmentation.probability.array)
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),
-        posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None,
+        posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
     )
 
 
@@ -168,8 +178,8 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 def candidate_settings(steps: tuple[str, ...]) -> list[PostProcessing]:
     axes = [GRID[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
-    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c)
-            for t, s, e, c in itertools.product(*axes)]
+    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c, test_time_flips=f)
+            for t, s, e, c, f in itertools.product(*axes)]
 
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...]) -> tuple[PostProcessing, float]:
@@ -265,9 +275,12 @@ def main() -> None:
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
-        own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False) for thick in (False, True)]
+        search_flips = args.postprocessing == "choose" and "flips" in args.steps
+        own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips)
+                     for thick in (False, True)]
         if args.postprocessing == "choose":
-            validation = [prepare(f"synth-{seed}", *pair, package, regions=False) for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
+            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips)
+                          for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps))
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
@@ -279,7 +292,7 @@ def main() -> None:
                                        "postprocessing": settings.as_dict(), "objective": objective, "scores": {}}
         for thick in (False, True):
             setting = "6mm" if thick else "native"
-            prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True)
+            prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips)
             model_mask = prepared.mask(settings)
             raw_mask = prepared.mask(PostProcessing(threshold=0.5))
             rule_mask = np.asarray(adc_threshold_rule(prepared.study).array) != 0
@@ -311,9 +324,10 @@ def ship(package_dir: Path, steps: tuple[str, ...]) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use) and write it into its manifest."""
     package = load_model_package(package_dir)
-    own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False)
+    flips = "flips" in steps
+    own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False, flips=flips)
            for case in CASES for thick in (False, True)]
-    validation = [prepare(f"synth-{seed}", *synthetic(seed, skull_stripped=True), package, regions=False)
+    validation = [prepare(f"synth-{seed}", *synthetic(seed, skull_stripped=True), package, regions=False, flips=flips)
                   for seed in SYNTHETIC_VALIDATION_SEEDS]
     settings, objective = choose(own, validation, steps)
     manifest_path = Path(package_dir) / "manifest.json"
@@ -341,7 +355,7 @@ def synthetic_scores(package: ModelPackage, settings: PostProcessing) -> dict[st
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
-            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False)
+            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips)
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
                          "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})

@@ -41,7 +41,7 @@ def main() -> None:
         settings = PostProcessing(**entry["postprocessing"])
         for thick in (False, True):
             study, truth = load_real(entry["held_out_case"], thick)
-            prepared = prepare(entry["held_out_case"], study, truth, package, regions=False)
+            prepared = prepare(entry["held_out_case"], study, truth, package, regions=False, flips=settings.test_time_flips)
             false_positive = prepared.mask(settings) & ~prepared.truth
             distance = ndimage.distance_transform_edt(~prepared.truth, sampling=study.dwi.spacing_mm[::-1])
             voxel_ml = study.dwi.voxel_volume_mm3 / 1000.0

@@ -30,6 +30,14 @@
 #   scripts/train_cv.sh foldB-carve   # stage 2 as foldB, + --carve-probability 0.5 (lesions of case 0003)
 #   scripts/train_cv.sh evaluate-carve    # real_scan_cv.py on foldA-carve/foldB-carve, as evaluate
 #
+# Issue 13's lesion-level loss trial: the same stage 2 with the blob loss added (training/losses.py:
+# every lesion of a window scored alone, so each small satellite or embolus weighs as much as a
+# large infarct):
+#
+#   scripts/train_cv.sh foldA-blob    # stage 2 as foldA, --loss blob_dice_bce
+#   scripts/train_cv.sh foldB-blob    # stage 2 as foldB, --loss blob_dice_bce
+#   scripts/train_cv.sh evaluate-blob     # real_scan_cv.py on foldA-blob/foldB-blob, as evaluate
+#
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
 # resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
@@ -47,7 +55,7 @@ SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the sh
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -97,6 +105,8 @@ case "$stage" in
     foldB-contra) model "$CONTRA_CHANNELS" 3; finetune foldB-contra sub-strokecase0003 ;;
     foldA-carve) EXTRA+=(--carve-probability 0.5); finetune foldA-carve sub-strokecase0001 ;;
     foldB-carve) EXTRA+=(--carve-probability 0.5); finetune foldB-carve sub-strokecase0003 ;;
+    foldA-blob) EXTRA+=(--loss blob_dice_bce); finetune foldA-blob sub-strokecase0001 ;;
+    foldB-blob) EXTRA+=(--loss blob_dice_bce); finetune foldB-blob sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
@@ -112,6 +122,9 @@ case "$stage" in
             --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     evaluate-carve)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
+            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+    evaluate-blob)
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-blob}" --fold-packages "A=$RUNS/foldA-blob/pkg" "B=$RUNS/foldB-blob/pkg" \
             --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -23,6 +23,9 @@ from typing import Any
 
 from LambdaSegmentLib.errors import BadInputError
 
+# training.losses.LOSSES' names, spelled out so that building the parser imports no torch (a test keeps them equal)
+LOSS_NAMES = ("bce", "dice_bce", "blob_dice_bce")
+
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
@@ -47,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--model", default="lambda_unet", help="registered model name (see `lambdasegment models`)")
     model.add_argument("--model-config", type=_json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
     model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
-    model.add_argument("--loss", choices=("bce", "dice_bce"), default="bce", help="bce (the paper's) or dice_bce")
+    model.add_argument("--loss", choices=LOSS_NAMES, default="bce",
+                       help="bce (the paper's), dice_bce (+ soft Dice) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")

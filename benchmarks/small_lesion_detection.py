@@ -1,0 +1,106 @@
+"""Which lesions a model finds, by size and brightness: the lesion-wise F1's missing part.
+
+Issue 13's lesion-wise F1 is missed because small, faint lesions (embolic dots and
+satellites of 1-25 voxels at 1.2-2 × the brain's median DWI) get no probability at all. This
+script counts, per model package, the true lesions (26-connected, as the lesion-wise F1) whose
+highest probability reaches the threshold, binned by size in voxels and by mean DWI / brain
+median, on synthetic embolic showers (skull-stripped, 2 mm isotropic, 2-10 mL; seeds
+33,000,000+, used by nothing else, so in distribution but never trained on). Only the
+plain pass (no flips) and the bare threshold: this is about what the model ranks, before any
+post-processing.
+
+With ``--real``, the same table for the two ISLES'22 cases natively (``../shared``): only
+numbers are written, never images. A package that trained on a case is not held out on it:
+the table says which cases each package used.
+
+    .venv/bin/python benchmarks/small_lesion_detection.py --packages runs/cv-rms/foldB/pkg runs/cv-rms/foldB-blob/pkg --real
+        # -> benchmarks/results/small_lesion_detection.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_cases_used, synthetic  # noqa: E402
+
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+
+SEEDS = range(33_000_000, 33_000_008)
+SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels
+BRIGHTNESS_BINS = ((0.0, 1.5), (1.5, 2.0), (2.0, None))  # mean DWI / brain median
+THRESHOLD = 0.3
+
+
+def lesion_rows(prepared: Any) -> list[dict[str, float]]:
+    """One row per true lesion: voxels, mean DWI / brain median, relative ADC, highest probability."""
+    dwi = np.asarray(prepared.study.dwi.array, dtype=np.float32)
+    adc = np.asarray(prepared.study.adc.array, dtype=np.float32)
+    dwi_median, adc_median = float(np.median(dwi[prepared.brain])), float(np.median(adc[prepared.brain]))
+    labels, count = label_lesions(prepared.truth)
+    rows = []
+    for lesion in range(1, count + 1):
+        inside = labels == lesion
+        rows.append({"voxels": int(inside.sum()), "dwi_ratio": float(dwi[inside].mean() / dwi_median),
+                     "relative_adc": float(np.median(adc[inside]) / adc_median),
+                     "max_probability": float(prepared.probability[inside].max())})
+    return rows
+
+
+def within(value: float, low: float, high: float | None) -> bool:
+    return value >= low and (high is None or value < high)
+
+
+def table(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Found fraction (highest probability ≥ THRESHOLD) per size bin, and per brightness bin within it."""
+    out = []
+    for low, high in SIZE_BINS:
+        sized = [r for r in rows if within(r["voxels"], low, high)]
+        entry: dict[str, Any] = {"voxels": f"{low}-{high or ''}", "n": len(sized),
+                                 "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in sized])) if sized else None}
+        for b_low, b_high in BRIGHTNESS_BINS:
+            bright = [r for r in sized if within(r["dwi_ratio"], b_low, b_high)]
+            entry[f"dwi_{b_low:g}-{b_high or ''}"] = {
+                "n": len(bright), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in bright])) if bright else None}
+        out.append(entry)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packages", nargs="+", default=["bundled"], metavar="PKG", help="model package dirs, or bundled")
+    parser.add_argument("--real", action="store_true", help="also the two ISLES'22 cases natively (../shared)")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "small_lesion_detection.json")
+    args = parser.parse_args()
+    studies = [(f"synthetic-{seed}", *synthetic(seed, lesion_kind="embolic", skull_stripped=True, in_plane_spacing_mm=2.0,
+                                               slice_thickness_mm=2.0, lesion_volume_ml=(2.0, 10.0))) for seed in SEEDS]
+    results: dict[str, Any] = {"threshold": THRESHOLD, "synthetic_seeds": [SEEDS.start, SEEDS.stop - 1], "packages": {}}
+    for spec in args.packages:
+        package = fold_package(spec)
+        entry: dict[str, Any] = {"package": f"{package.name} {package.version}", "weights_sha256": package.sha256,
+                                 "trained_on_real": real_cases_used(package)}
+        synthetic_rows = [row for name, study, truth in studies for row in lesion_rows(prepare(name, study, truth, package, regions=False))]
+        entry["synthetic_embolic"] = {"lesions": len(synthetic_rows), "by_size": table(synthetic_rows)}
+        if args.real and ISLES.is_dir():
+            for case in CASES:
+                rows = lesion_rows(prepare(case, *load_real(case, False), package, regions=False))
+                entry[f"real_{case}_native"] = {"lesions": len(rows), "held_out": case not in entry["trained_on_real"],
+                                                "by_size": table(rows)}
+        results["packages"][spec] = entry
+        print(json.dumps({spec: {k: v for k, v in entry.items() if k != "weights_sha256"}}), flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(f"written {args.output}")
+
+
+if __name__ == "__main__":
+    main()
