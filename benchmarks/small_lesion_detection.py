@@ -13,7 +13,7 @@ With ``--real``, the same table for the two ISLES'22 cases natively (``../shared
 numbers are written, never images. A package that trained on a case is not held out on it:
 the table says which cases each package used.
 
-    .venv/bin/python benchmarks/small_lesion_detection.py --packages runs/cv-rms/foldB/pkg runs/cv-rms/foldB-blob/pkg --real
+    .venv/bin/python benchmarks/small_lesion_detection.py --packages runs/cv-rms/foldB/pkg runs/cv-rms/foldB-blob/pkg
         # -> benchmarks/results/small_lesion_detection.json
 """
 
