@@ -69,6 +69,9 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
     # torch.einsum's backward is wrong for some shapes with size-1 axes in torch 2.13
     # (found by these tests), so the two contractions are explicit matmuls.
     content = torch.matmul(rearrange(k, "B u k m -> B k (u m)"), rearrange(v, "B u v m -> B (u m) v"))
+    if layer.content_norm == "rms":  # each slice's k x v content lambda to unit RMS, times the learned gain
+        norm = layer.norm_content
+        content = content * torch.rsqrt(content.square().mean(dim=(1, 2), keepdim=True) + norm.eps) * norm.weight
     lam = repeat(content, "B k v -> B k v p", p=p)  # global lambda, eq. 1-2
     if layer.local_3d:  # LambdaUNet-3D: one R x R x T local lambda, a Conv3d over (t, H, W) per value channel
         r, t_ctx = layer.local_size, layer.slice_context

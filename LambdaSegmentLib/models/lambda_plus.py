@@ -9,6 +9,7 @@ For a pixel n of slice t with query q_n (one per head, |k| each) the layer retur
     y_n = q_n^T (lambda^G_t + lambda^L_n + lambda^S_n)                     (eq. 7)
 
 - global lambda   lambda^G_t = sum_{m in slice t} softmax_m(K)_m V_m^T       (eq. 1-2)
+                  (with ``content_norm="rms"``: g * lambda^G_t / RMS(lambda^G_t), ``ContentRMSNorm``)
 - local lambda    lambda^L_n = sum_{m in R x R around n} E_{n-m} V_m^T + e   (eq. 3-4)
 - inter-slice     lambda^S_n = sum_{m at n's 2D location in T slices} F_{n-m} V_m^T + f   (eq. 5-6)
 
@@ -58,6 +59,7 @@ from .slices import check_slice_batch
 
 POSITIONAL_PATHS = ("auto", "reassociated", "materialised")
 QUERY_NORMS = ("batch", "rms")
+CONTENT_NORMS = ("none", "rms")
 
 
 class QueryRMSNorm(nn.Module):
@@ -80,6 +82,35 @@ class QueryRMSNorm(nn.Module):
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         return nn.functional.rms_norm(q, (q.shape[-1],), eps=self.eps) * self.weight.to(q.dtype)
+
+
+class ContentRMSNorm(nn.Module):
+    """Per-slice RMS normalisation of the global (content) lambda, with a learned gain.
+
+    forward(content (B, k, v)) -> (B, k, v): each slice's |k| x |v| content lambda
+    sum_m softmax_m(K) V_m^T scaled to RMS 1 over its k v entries, then multiplied by
+    ``weight`` (k, v), which starts at 1 (with unit-norm queries, q^T lambda then has
+    about unit variance at initialisation).
+
+    Why: the content lambda is a softmax-weighted mean of the slice's values, so its size
+    follows the size of the slice's activations, and q_n^T lambda^G_t adds the same context
+    to every pixel of the slice. Through BatchNorm (eval mode: a fixed affine) and ReLU the
+    next layer's values, hence its content lambda, follow that size again: eight layers
+    deep this per-slice loop can amplify one slice's activations by 10x relative to its
+    neighbours until the slice-wide context swamps the deep features and the whole slice is
+    called background (measured: ``benchmarks/dropped_slice.py``; ``docs/MODEL_CARD.md``,
+    Architecture, "Why a whole slice can be dropped"). With a unit-RMS content lambda the global context carries what the
+    slice holds (its direction), not how strongly the previous layer responded, so the loop
+    has no gain; the local and inter-slice lambdas stay linear, like convolutions.
+    """
+
+    def __init__(self, key_dim: int, value_dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(key_dim, value_dim))
+
+    def forward(self, content: torch.Tensor) -> torch.Tensor:
+        return nn.functional.rms_norm(content, content.shape[-2:], self.weight.to(content.dtype), eps=self.eps)
 
 
 @dataclass(frozen=True)
@@ -204,6 +235,11 @@ class LambdaPlus(nn.Module):
         query_norm: "batch" (the authors': BatchNorm on the queries) or "rms" (each pixel's
             query per head scaled to unit RMS, ``QueryRMSNorm``: the layer becomes linear
             rather than quadratic in its input's scale, so a stack cannot overflow).
+        content_norm: "none" (the paper's, and every package before it: the content lambda
+            as it is) or "rms" (each slice's content lambda scaled to unit RMS with a learned
+            (k, v) gain, ``ContentRMSNorm``: the slice-wide context no longer grows with the
+            slice's activations, so a slice cannot run away from its neighbours). Changes the
+            function: a model must be trained with it.
 
     Attributes:
         positional_path: "auto" (default: the cheaper of the two by multiply-adds),
@@ -233,10 +269,13 @@ class LambdaPlus(nn.Module):
         slice_context: int = 3,
         local_3d: bool = False,
         query_norm: str = "batch",
+        content_norm: str = "none",
     ) -> None:
         super().__init__()
         if query_norm not in QUERY_NORMS:
             raise ValueError(f"query_norm must be one of {QUERY_NORMS}, got {query_norm!r}")
+        if content_norm not in CONTENT_NORMS:
+            raise ValueError(f"content_norm must be one of {CONTENT_NORMS}, got {content_norm!r}")
         if out_channels % value_dim:
             raise ValueError(f"out_channels {out_channels} must be a multiple of value_dim {value_dim}")
         for name, size in (("local_size", local_size), ("slice_context", slice_context)):
@@ -260,6 +299,9 @@ class LambdaPlus(nn.Module):
         self.to_k = nn.Conv2d(in_channels, intra_depth * key_dim, 1, bias=False)
         self.to_v = nn.Conv2d(in_channels, intra_depth * value_dim, 1, bias=False)
         self.norm_v = nn.BatchNorm2d(intra_depth * value_dim)
+        # Only registered when used, so the state dicts of "none" layers (every package so far) are unchanged.
+        self.content_norm = content_norm
+        self.norm_content: nn.Module | None = ContentRMSNorm(key_dim, value_dim) if content_norm == "rms" else None
 
         # Positional kernels, shaped (k, u, T', R', R') like the authors' Conv3d weights.
         self.local_weight = self.local_bias = None
@@ -282,6 +324,8 @@ class LambdaPlus(nn.Module):
         for conv in (self.to_q, self.to_k, self.to_v):
             nn.init.trunc_normal_(conv.weight, std=conv.in_channels**-0.5)
         nn.init.constant_(self.norm_q.weight, self.key_dim**-0.5)
+        if self.norm_content is not None:
+            nn.init.ones_(self.norm_content.weight)
         if isinstance(self.norm_q, nn.BatchNorm2d):
             nn.init.zeros_(self.norm_q.bias)
         for weight, bias in ((self.local_weight, self.local_bias), (self.slice_weight, self.slice_bias)):
@@ -359,6 +403,8 @@ class LambdaPlus(nn.Module):
             keys.reshape(folded, height * width * ud, kd).transpose(1, 2),
             values.reshape(folded, height * width * ud, vd),
         )  # B k v: sum over the slice's pixels m and u of softmax(K) V^T
+        if self.norm_content is not None:
+            content = self.norm_content(content)  # B k v, unit RMS per slice times the gain
         if positional is not None:
             content = content + positional[1][:, None]
         y = torch.bmm(q.reshape(folded, height * width * heads, kd), content)  # B (n h) v
@@ -462,6 +508,8 @@ class LambdaPlus(nn.Module):
                     core.reshape(size, height * width * ud, vd),
                 )  # n k v
                 del keys
+                if self.norm_content is not None:
+                    content = self.norm_content(content)
                 if content_bias is not None:
                     content += content_bias
                 content = content.to(q.dtype)  # bmm(out=...) is not autocast: one dtype

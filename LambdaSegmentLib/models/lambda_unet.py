@@ -89,6 +89,11 @@ class LambdaUNet(UNet2p5d):
             queries: each Lambda+ layer linear, not quadratic, in its input's scale, so the
             eight stacked layers cannot overflow on an input brighter than training showed;
             ``lambda_plus.QueryRMSNorm``).
+        content_norm: "none" (the paper's; every package up to 2.1.0) or "rms" (each slice's
+            global content lambda scaled to unit RMS with a learned gain, so a slice's
+            context cannot grow layer by layer away from its neighbours' and swamp the deep
+            features: the cause of the dropped slices of ``docs/MODEL_CARD.md``;
+            ``lambda_plus.ContentRMSNorm``).
         checkpoint_activations: recompute each encoder block's activations in the backward
             pass instead of storing them (training memory; same results).
 
@@ -111,6 +116,7 @@ class LambdaUNet(UNet2p5d):
         slice_context: int = 3,
         local_3d: bool = False,
         query_norm: str = "batch",
+        content_norm: str = "none",
         checkpoint_activations: bool = False,
     ) -> None:
         lambda_config = dict(
@@ -121,6 +127,7 @@ class LambdaUNet(UNet2p5d):
             slice_context=slice_context,
             local_3d=local_3d,
             query_norm=query_norm,
+            content_norm=content_norm,
         )
         super().__init__(
             in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, **lambda_config)

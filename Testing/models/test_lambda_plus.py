@@ -20,6 +20,8 @@ def make_layer(**config: object) -> LambdaPlus:
         batch_norms = [norm for norm in (layer.norm_q, layer.norm_v) if isinstance(norm, torch.nn.BatchNorm2d)]
         if not isinstance(layer.norm_q, torch.nn.BatchNorm2d):
             layer.norm_q.weight.copy_(torch.randn(layer.norm_q.weight.shape, generator=generator, dtype=torch.float64))
+        if layer.norm_content is not None:
+            layer.norm_content.weight.copy_(torch.randn(layer.norm_content.weight.shape, generator=generator, dtype=torch.float64))
         for norm in batch_norms:
             norm.running_mean.copy_(torch.randn(norm.num_features, generator=generator, dtype=torch.float64))
             norm.running_var.copy_(torch.rand(norm.num_features, generator=generator, dtype=torch.float64) + 0.5)
@@ -62,6 +64,8 @@ def reference_lambda_plus(layer: LambdaPlus, x: torch.Tensor, num_slices: int) -
         lam = torch.zeros(kd, vd, dtype=x.dtype)
         for mi, mj in itertools.product(range(height), range(width)):
             lam += keys[slice_index, mi, mj] @ values[slice_index, mi, mj].T
+        if layer.content_norm == "rms":  # the slice's content lambda to unit RMS over its k v entries, times the gain
+            lam = lam / (lam.square().mean() + layer.norm_content.eps).sqrt() * layer.norm_content.weight
         if layer.local_3d:
             # 3D local context R x R x T: E_{nm} per (dt, di, dj).
             for dt, di, dj in itertools.product(range(t_ctx), range(r), range(r)):
@@ -97,6 +101,8 @@ CONFIGS = {
     "wide_context": dict(local_size=5, slice_context=5, key_dim=4, intra_depth=3),
     "rms_queries": dict(query_norm="rms"),
     "rms_queries_3d": dict(query_norm="rms", local_3d=True),
+    "rms_content": dict(query_norm="rms", content_norm="rms"),
+    "rms_content_3d": dict(content_norm="rms", local_3d=True),
 }
 
 
@@ -242,3 +248,56 @@ def test_lambda_unet_with_rms_queries_stays_finite_where_batch_norm_queries_over
             outputs[query_norm] = model(x)
     assert not torch.isfinite(outputs["batch"]).all()
     assert torch.isfinite(outputs["rms"]).all()
+
+
+def test_content_norm_is_off_by_default_and_adds_no_tensors() -> None:
+    """Every package so far was trained without it: their state dicts must load unchanged."""
+    from LambdaSegmentLib.models import create_model
+
+    default = create_model("lambda_unet", widths=[8, 16, 16, 16, 16], value_dim=4)
+    assert all(layer.content_norm == "none" and layer.norm_content is None
+               for layer in default.modules() if isinstance(layer, LambdaPlus))
+    assert not any("norm_content" in key for key in default.state_dict())
+    normalised = create_model("lambda_unet", widths=[8, 16, 16, 16, 16], value_dim=4, content_norm="rms")
+    added = set(normalised.state_dict()) - set(default.state_dict())
+    assert len(added) == 8 and all(key.endswith("norm_content.weight") for key in added)
+    assert set(default.state_dict()) <= set(normalised.state_dict())
+
+
+def test_rms_content_makes_a_slices_global_context_independent_of_its_scale() -> None:
+    """With uniform keys (zero key projection), no shifts and no positional lambdas, the global
+    term q_n^T lambda^G_t grows linearly with a slice's activations (unit-RMS queries): the
+    per-slice loop that lets one slice run away from its neighbours. With a unit-RMS content
+    lambda the slice's output does not change at all when its input is scaled."""
+    x = torch.randn(3, 3, 5, 5, dtype=torch.float64)
+    scaled = x.clone()
+    scaled[1] *= 50.0
+    outputs = {}
+    for content_norm in ("none", "rms"):
+        layer = make_layer(query_norm="rms", content_norm=content_norm, local_size=0, slice_context=0)
+        with torch.no_grad():
+            layer.to_k.weight.zero_()
+            layer.norm_v.running_mean.zero_()
+            layer.norm_v.bias.zero_()
+            for norm in (layer.norm_q, layer.norm_content):
+                if norm is not None:
+                    norm.eps = 1e-30  # exact scale invariance of the RMS (the default eps bends it at 1e-5)
+            outputs[content_norm] = (layer(x, 3), layer(scaled, 3))
+    before, after = outputs["none"]
+    torch.testing.assert_close(after[1], 50.0 * before[1], atol=1e-9, rtol=1e-9)
+    before, after = outputs["rms"]
+    torch.testing.assert_close(after[1], before[1], atol=1e-9, rtol=1e-9)
+    # The other slices never see slice 1 (global lambdas are per slice): unchanged either way.
+    torch.testing.assert_close(after[[0, 2]], before[[0, 2]], atol=0, rtol=0)
+
+
+def test_gradients_reach_every_parameter_with_rms_content() -> None:
+    layer = make_layer(query_norm="rms", content_norm="rms").train()
+    layer(torch.randn(6, 3, 5, 5, dtype=torch.float64), 3).square().sum().backward()
+    assert layer.norm_content.weight.grad is not None and layer.norm_content.weight.grad.abs().sum() > 0
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters())
+
+
+def test_unknown_content_norm_is_refused() -> None:
+    with pytest.raises(ValueError, match="content_norm must be one of"):
+        LambdaPlus(3, 4, key_dim=3, intra_depth=2, value_dim=2, content_norm="batch")

@@ -44,6 +44,7 @@ def random_configuration(seed: int) -> dict:
     key_dim = rng.randint(1, 5)
     # RMS queries need |k| >= 2: a 1-vector's unit RMS is its sign, whose float32 gradient is noise.
     query_norm = "rms" if key_dim > 1 and seed % 2 else "batch"
+    content_norm = "rms" if seed % 3 == 1 else "none"  # decided without drawing, so other seeds keep their draws
     return dict(
         layer=dict(
             in_channels=rng.randint(2, 5),
@@ -55,6 +56,7 @@ def random_configuration(seed: int) -> dict:
             slice_context=rng.choice([1, 3, 5] if local_3d else [0, 1, 3, 5]),
             local_3d=local_3d,
             query_norm=query_norm,
+            content_norm=content_norm,
         ),
         studies=rng.randint(1, 3),
         slices=rng.randint(1, 5),
@@ -64,12 +66,14 @@ def random_configuration(seed: int) -> dict:
 
 
 def randomise_statistics(layer: LambdaPlus, seed: int) -> None:
-    """Non-trivial BatchNorm running statistics and affine, RMS query gains, and non-zero
-    positional biases."""
+    """Non-trivial BatchNorm running statistics and affine, RMS query and content gains, and
+    non-zero positional biases."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         if layer.query_norm == "rms":
             layer.norm_q.weight.copy_(torch.randn(layer.norm_q.weight.shape, generator=generator))
+        if layer.norm_content is not None:
+            layer.norm_content.weight.copy_(torch.randn(layer.norm_content.weight.shape, generator=generator))
         for norm in (n for n in (layer.norm_q, layer.norm_v) if isinstance(n, torch.nn.BatchNorm2d)):
             norm.running_mean.copy_(torch.randn(norm.num_features, generator=generator))
             norm.running_var.copy_(torch.rand(norm.num_features, generator=generator) + 0.5)
@@ -224,7 +228,8 @@ SMALL = dict(widths=(8, 16, 32, 64, 128), value_dim=8, key_dim=4)
 
 @pytest.mark.parametrize(
     "name, config",
-    [("lambda_unet", SMALL), ("lambda_unet_2d", SMALL), ("lambda_unet_3d", SMALL), ("unet", dict(widths=SMALL["widths"]))],
+    [("lambda_unet", SMALL), ("lambda_unet_2d", SMALL), ("lambda_unet_3d", SMALL), ("unet", dict(widths=SMALL["widths"])),
+     ("lambda_unet", dict(SMALL, query_norm="rms", content_norm="rms"))],
 )
 def test_inference_with_every_optimisation_equals_the_plain_path(name: str, config: dict) -> None:
     """BatchNorm folding, channels-last and slice chunking change no output: exactly (float64)
