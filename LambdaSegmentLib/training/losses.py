@@ -7,9 +7,8 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy import ndimage
 
-from ..metrics.isles import CONNECTIVITY_26
+from ..metrics.isles import label_lesions
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -43,14 +42,14 @@ def lesion_labels(target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         1..N = the batch's N lesions (26-connected within a window, the lesion-wise F1's
         lesions); window int64 (N,): the batch index of each lesion.
     """
-    masks = target.detach().cpu().numpy() != 0
+    masks = target.detach().cpu().numpy()
     labels = np.zeros((masks.shape[0], masks[0].size), dtype=np.int64)
-    windows: list[np.ndarray] = []
+    counts = []
     for i, mask in enumerate(masks):
-        window_labels, n = ndimage.label(mask[0], structure=CONNECTIVITY_26)
-        labels[i] = np.where(window_labels > 0, window_labels + sum(map(len, windows)), 0).ravel()
-        windows.append(np.full(n, i, dtype=np.int64))
-    window = np.concatenate(windows) if windows else np.zeros(0, dtype=np.int64)
+        window_labels, count = label_lesions(mask[0])
+        labels[i] = np.where(window_labels > 0, window_labels + sum(counts), 0).ravel()
+        counts.append(count)
+    window = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
     return torch.from_numpy(labels).to(target.device), torch.from_numpy(window).to(target.device)
 
 
