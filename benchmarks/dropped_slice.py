@@ -65,6 +65,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_scan_cv  # noqa: E402  (its studies and packages, one definition)
+from runaway_logits import MIN_SLICE_VOXELS, slice_means  # noqa: E402  (the weakest-slice measure, one definition)
 
 from LambdaSegmentLib.inference import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.engine import inference_model, predict_probability  # noqa: E402
@@ -75,10 +76,6 @@ from LambdaSegmentLib.models import LambdaPlus, create_model  # noqa: E402
 from LambdaSegmentLib.preprocessing import prepare_input  # noqa: E402
 from LambdaSegmentLib.training.export import source_revision  # noqa: E402
 
-LARGE_SEED = 31_100_003
-LARGE_RANGES = dict(lesion_kind="territorial", lesion_volume_ml=(100.0, 300.0), massive_infarct_probability=1.0,
-                    lesymap_probability=0.0)  # real_scan_cv.py's large group
-MIN_SLICE_VOXELS = 100
 DROPPED = 0.2  # a slice whose infarct gets a mean probability under this is "dropped"
 CALIBRATION_SEEDS = range(50_000_000, 50_000_004)  # the pretrain's own training seeds
 RESULTS = REPO / "benchmarks" / "results"
@@ -104,7 +101,7 @@ class Case:
 
 
 def load_studies(large_seeds: list[int]) -> list[tuple[str, Study, np.ndarray]]:
-    found = [(f"synthetic-{seed}", *real_scan_cv.synthetic(seed, **LARGE_RANGES)) for seed in large_seeds]
+    found = [(f"synthetic-{seed}", *real_scan_cv.synthetic(seed, **real_scan_cv.SYNTHETIC_LARGE_RANGES)) for seed in large_seeds]
     if real_scan_cv.ISLES.is_dir():
         found += [(real_scan_cv.CASES[case], *real_scan_cv.load_real(case, thick=False)) for case in real_scan_cv.CASES]
     return found
@@ -117,11 +114,6 @@ def lambda_layers(model: nn.Module) -> list[LambdaPlus]:
 def probability(model: nn.Module, x: torch.Tensor) -> np.ndarray:
     with torch.inference_mode():
         return model(x).sigmoid()[0, 0].numpy()
-
-
-def slice_means(prob: np.ndarray, truth: np.ndarray) -> dict[int, float]:
-    """Mean probability over the infarct of every slice holding >= MIN_SLICE_VOXELS of it."""
-    return {t: round(float(prob[t][truth[t]].mean()), 3) for t in range(truth.shape[0]) if truth[t].sum() >= MIN_SLICE_VOXELS}
 
 
 def summary(prob: np.ndarray, truth: np.ndarray, around: int | None = None) -> dict[str, Any]:

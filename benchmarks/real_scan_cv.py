@@ -76,6 +76,10 @@ OUT = REPO / "benchmarks" / "results" / "real_scan_cv"
 SYNTHETIC_VALIDATION_SEEDS = range(32_000_000, 32_000_012)
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
+# whole-territory infarcts (a plain territorial lesion stops at its one JHU territory, 10-25 mL,
+# whatever volume was drawn; a LESYMAP shape keeps its own size)
+SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0),
+                                          "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
 STEPS = ("threshold", "size", "edge", "contralateral", "flips")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
@@ -347,11 +351,7 @@ def ship(package_dir: Path, steps: tuple[str, ...]) -> None:
 def synthetic_scores(package: ModelPackage, settings: PostProcessing) -> dict[str, Any]:
     """Volume Dice of the model (with ``settings``) and the rule on the synthetic held-out studies."""
     rows = []
-    groups = (("default", SYNTHETIC_TEST_SEEDS, {}),
-              # whole-territory infarcts (a plain territorial lesion stops at its one JHU territory,
-              # 10-25 mL, whatever volume was drawn; a LESYMAP shape keeps its own size)
-              ("large", SYNTHETIC_LARGE_SEEDS, {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0),
-                                                "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}))
+    groups = (("default", SYNTHETIC_TEST_SEEDS, {}), ("large", SYNTHETIC_LARGE_SEEDS, SYNTHETIC_LARGE_RANGES))
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)

@@ -88,9 +88,7 @@ def weakest_slice(package: ModelPackage, study: Study, truth: np.ndarray) -> dic
 
 
 def studies() -> list[tuple[str, Study, np.ndarray]]:
-    large = real_scan_cv.synthetic(LARGE_SEED, lesion_kind="territorial", lesion_volume_ml=(100.0, 300.0),
-                                   massive_infarct_probability=1.0, lesymap_probability=0.0)
-    found = [(f"synthetic-{LARGE_SEED}", *large)]
+    found = [(f"synthetic-{LARGE_SEED}", *real_scan_cv.synthetic(LARGE_SEED, **real_scan_cv.SYNTHETIC_LARGE_RANGES))]
     if real_scan_cv.ISLES.is_dir():
         found += [(real_scan_cv.CASES[case], *real_scan_cv.load_real(case, thick=False)) for case in real_scan_cv.CASES]
     return found
