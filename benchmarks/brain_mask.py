@@ -188,13 +188,14 @@ def skull_stripped_detection() -> list[dict]:
     nonzero voxels within STRIPPED_TOLERANCE_MM of the dwi_morphology brain (the test's number);
     ``nonzero_dice`` is the Dice of the nonzero region with the true brain."""
     from LambdaSegmentLib.io import load_study
+    from LambdaSegmentLib.io.foreground import brain_foreground
     from LambdaSegmentLib.preprocessing import brain_mask as module
     from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
     from LambdaSegmentLib.synthesis import generate
 
     def near_fraction(dwi: Volume) -> float:
         work = module._coarse_in_plane(dwi)
-        brain = module._onto_grid(module._dwi_morphology(work, *module._bright_tissue(work)), work, dwi)
+        brain = module._onto_grid(module._dwi_morphology(work, *module._bright_tissue(work, brain_foreground(work))), work, dwi)
         nonzero = np.asarray(dwi.array) != 0
         near = module._in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= module.STRIPPED_TOLERANCE_MM
         return float((near & nonzero).sum() / nonzero.sum())

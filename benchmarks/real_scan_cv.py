@@ -131,7 +131,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         flipped = np.asarray(segment_study(study, package, device="cpu", tta=True).probability.array) if flips else None
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
-        brain = brain_mask(study.dwi, method=package.brain_mask_method)
+        brain = brain_mask(study.dwi, method=package.brain_mask_method, foreground=study.foreground)
         probability = np.zeros(brain.shape, dtype=np.float32)
         flipped = probability if flips else None
     else:

@@ -268,7 +268,7 @@ def segment_study(
     start = time.perf_counter()
     package = package if package is not None else load_model_package()
     brain_mask_method = package.brain_mask_method
-    brain = brain_mask(study.dwi, method=brain_mask_method)
+    brain = brain_mask(study.dwi, method=brain_mask_method, foreground=study.foreground)
     torch_device = resolve_device(device)
     prepared = prepare_input(study, package.manifest["preprocessing"])
     channels = np.asarray(prepared.channels, dtype=np.float32)

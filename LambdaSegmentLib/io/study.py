@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -70,6 +71,17 @@ class Study:
     sources: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
+    @cached_property
+    def foreground(self) -> np.ndarray:
+        """bool (nk, nj, ni), read-only: :func:`.foreground.brain_foreground` of ``dwi``, the
+        statistics mask of the unit checks, the normalisation and the ADC rule.
+
+        Computed once per Study (≈ 0.1-0.2 s on a 24 × 256² study, and every stage of a
+        segmentation needs it). A cached property, not a field, so that
+        ``dataclasses.replace(study, dwi=...)`` can never carry a stale mask to a new DWI.
+        """
+        return _read_only(brain_foreground(self.dwi))
+
 
 def load_study(
     *,
@@ -107,13 +119,17 @@ def load_study(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            study = _load_study(dwi=dwi, adc=adc, eadc=eadc, b0=b0, b1000=b1000, bvalues=bvalues,
+            study, foreground = _load_study(dwi=dwi, adc=adc, eadc=eadc, b0=b0, b1000=b1000, bvalues=bvalues,
                                 resample_to_dwi=resample_to_dwi, adc_unit=adc_unit, b_value=b_value)
     finally:  # handed on to the caller's filters and display, also when the study is refused
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno, source=warning.source)
     notes = tuple(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, InputWarning)))
-    return dataclasses.replace(study, warnings=notes)
+    loaded = dataclasses.replace(study, warnings=notes)
+    # The units check needed the foreground before the Study existed: fill the cached property's
+    # own slot with it (the same function of the same DWI) instead of computing it again.
+    loaded.__dict__["foreground"] = _read_only(foreground)
+    return loaded
 
 
 def _load_study(
@@ -127,7 +143,8 @@ def _load_study(
     resample_to_dwi: bool,
     adc_unit: str,
     b_value: float | None,
-) -> Study:
+) -> tuple[Study, np.ndarray]:
+    """The study and its DWI's brain foreground (bool (nk, nj, ni)), which the units checks computed."""
     labels: dict[str, str] = {}  # role → path, or "<memory> (role)" for error messages
     if dwi is not None and b1000 is not None:
         raise BadInputError(None, "the b1000 image was given twice (as dwi and as b1000); give it once")
@@ -189,7 +206,12 @@ def _load_study(
         unit = "b0+b1000"
         _check_plausible_adc(adc_volume, foreground, labels["b0"], "b0 and b1000")
     sources = {role: MEMORY if label.startswith(MEMORY) else label for role, label in labels.items()}
-    return Study(dwi_volume, adc_volume, eadc_volume, float(b_value), unit, sources)
+    return Study(dwi_volume, adc_volume, eadc_volume, float(b_value), unit, sources), foreground
+
+
+def _read_only(mask: np.ndarray) -> np.ndarray:
+    mask.flags.writeable = False
+    return mask
 
 
 def _load(given: ImageInput, role: str) -> tuple[Volume | sitk.Image, str, list[float] | None]:

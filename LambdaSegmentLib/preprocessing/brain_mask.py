@@ -72,13 +72,16 @@ STRIPPED_MIN_COVERAGE = 0.90
 STRIPPED_TOLERANCE_MM = 5.0
 
 
-def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.ndarray:
+def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD, foreground: np.ndarray | None = None) -> np.ndarray:
     """Boolean brain mask (nk, nj, ni) on the DWI grid: parenchyma, ventricles and most sulcal CSF.
 
     Args:
         dwi: the b≈1000 trace DWI (any scanner units; voxels in ``array[k, j, i]``),
             skull-on or skull-stripped, any orientation; spacing in mm.
         method: one of :data:`BRAIN_MASK_METHODS`.
+        foreground: ``brain_foreground(dwi)`` when the caller has it (``Study.foreground``);
+            used when the working grid is the DWI's own (in-plane spacing near 2 mm), which
+            saves computing it again. None: computed here.
 
     Returns:
         bool array shaped like ``dwi.array``. For a skull-stripped DWI (see
@@ -96,7 +99,8 @@ def brain_mask(dwi: Volume, *, method: str = DEFAULT_BRAIN_MASK_METHOD) -> np.nd
     if method == "nonzero":
         return nonzero
     work = _coarse_in_plane(dwi)
-    brain = _onto_grid(_dwi_morphology(work, *_bright_tissue(work)), work, dwi)
+    work_foreground = foreground if work is dwi and foreground is not None else brain_foreground(work)
+    brain = _onto_grid(_dwi_morphology(work, *_bright_tissue(work, work_foreground)), work, dwi)
     return nonzero if is_skull_stripped(dwi, brain) else brain
 
 
@@ -153,16 +157,15 @@ def _onto_grid(mask: np.ndarray, work: Volume, dwi: Volume) -> np.ndarray:
     return sitk.GetArrayFromImage(moved).astype(bool)
 
 
-def _bright_tissue(dwi: Volume) -> tuple[np.ndarray, np.ndarray]:
+def _bright_tissue(dwi: Volume, foreground: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(tissue, head): voxels of the in-plane smoothed DWI above THRESHOLD_FRACTION × the
     brain median, and the head: above HEAD_FRACTION × that median, largest component,
-    holes filled per slice."""
+    holes filled per slice. The median is taken over ``foreground``, ``brain_foreground(dwi)``."""
     slice_axis = find_slice_axis(dwi)
     values = np.asarray(dwi.array, dtype=np.float32)
     sigma = [SMOOTHING_MM / s for s in dwi.spacing_mm][::-1]  # array axes (k, j, i)
     sigma[2 - slice_axis] = 0.0
     smooth = ndimage.gaussian_filter(values, sigma, mode="nearest")
-    foreground = brain_foreground(dwi)
     level = float(np.median(values[foreground])) if foreground.any() else float(values.max())
     head = _largest_component(dwi.with_array((smooth > HEAD_FRACTION * level).astype(np.uint8)).to_sitk())
     head = _fill_holes_in_plane(sitk.GetArrayFromImage(head).astype(bool), slice_axis)

@@ -20,7 +20,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import BadInputError
-from ..io.foreground import brain_foreground
 from ..io.grid import grid_differences
 from ..io.study import Study
 from ..io.volume import Volume
@@ -122,7 +121,7 @@ def prepare_input(study: Study, preprocessing: Mapping[str, Any]) -> PreparedInp
         raise BadInputError("model manifest", f"in_plane_spacing_mm {spacing} is not a plausible voxel size")
 
     grid = plan_slice_stack(study.dwi, in_plane_spacing_mm=spacing, pad_multiple=pad_multiple)
-    brain = brain_foreground(study.dwi)
+    brain = study.foreground
     volumes = {"eadc": study.eadc, "dwi": study.dwi, "adc": study.adc}
     stacks = [
         grid.to_stack(

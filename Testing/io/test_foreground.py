@@ -41,3 +41,34 @@ def test_a_large_bright_infarct_does_not_become_the_foreground() -> None:
     np.testing.assert_array_equal(foreground, tissue)
     values = np.asarray(volume.array)
     assert np.median(values[lesion]) / np.median(values[foreground]) > 2.5
+
+
+def test_a_study_computes_its_foreground_once_and_never_carries_it_to_another_dwi(monkeypatch) -> None:
+    """load_study's units check computes the foreground; the Study keeps that one (the
+    preprocessing, the brain mask and the ADC rule all read it), read-only, and a Study made
+    from it with another DWI computes its own."""
+    import dataclasses
+
+    from LambdaSegmentLib.io import foreground as foreground_module
+    from LambdaSegmentLib.io import load_study, study as study_module
+    from LambdaSegmentLib.io.units import eadc_from_adc
+
+    volume, tissue, lesion = _head(0.1, 1.8)
+    adc = volume.with_array(np.where(tissue, np.where(lesion, 0.5, 0.8), 0.0).astype(np.float32))
+    calls: list[int] = []
+
+    def counted(dwi: Volume) -> np.ndarray:
+        calls.append(1)
+        return foreground_module.brain_foreground(dwi)
+
+    monkeypatch.setattr(study_module, "brain_foreground", counted)
+    study = load_study(dwi=volume, adc=adc, adc_unit="1e-3 mm2/s")
+    assert len(calls) == 1
+    np.testing.assert_array_equal(study.foreground, brain_foreground(volume))
+    assert study.foreground is study.foreground and len(calls) == 1  # no second computation
+    assert not study.foreground.flags.writeable
+
+    darker = dataclasses.replace(study, dwi=volume.with_array(np.where(lesion, 0.0, volume.array).astype(np.float32)),
+                                 eadc=eadc_from_adc(adc, 1000.0))
+    np.testing.assert_array_equal(darker.foreground, brain_foreground(darker.dwi))
+    assert len(calls) == 2 and darker.foreground.sum() < study.foreground.sum()

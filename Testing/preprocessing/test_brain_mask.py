@@ -34,6 +34,9 @@ def test_the_mask_covers_the_brain_and_little_else_on_skull_on_studies(seed: int
     assert np.count_nonzero(mask & ~truth) <= 0.05 * np.count_nonzero(~truth)
     # and the mask is mostly brain, not half a scalp
     assert np.count_nonzero(mask & ~truth) <= 0.12 * np.count_nonzero(mask)
+    # the engine hands over the Study's own foreground (computed at load) instead of a second computation
+    loaded = load_study(dwi=study.dwi, adc=study.adc, adc_unit=study.adc_unit, b_value=study.b_value)
+    np.testing.assert_array_equal(brain_mask(loaded.dwi, foreground=loaded.foreground), mask)
 
 
 def test_a_skull_stripped_study_passes_through_as_its_nonzero_brain() -> None:
