@@ -63,7 +63,7 @@ from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
-from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi  # noqa: E402
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402
@@ -80,12 +80,15 @@ SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
 # whatever volume was drawn; a LESYMAP shape keeps its own size)
 SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0),
                                           "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
-STEPS = ("threshold", "size", "edge", "contralateral", "flips")
+STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
     "edge": (None, 2.0, 4.0, 6.0),
     "contralateral": (None, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4),
+    # in-plane radius (mm) of the contralateral check's search for the brightest mirror value
+    # (postprocess.PostProcessing.contralateral_search_mm); only with a contralateral ratio
+    "contralateral_search": (0.0, 3.0, 6.0),
     "flips": (False, True),  # the engine's test-time flips (3 passes) averaged, or the plain pass
 }
 
@@ -104,22 +107,24 @@ class Prepared:
     pair: tuple[np.ndarray, np.ndarray]
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
-    _components: dict[tuple[bool, float], Components] | None = None
+    _components: dict[tuple[bool, float, float], Components] | None = None
 
-    def components(self, threshold: float, flips: bool = False) -> Components:
+    def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0) -> Components:
         self._components = self._components or {}
-        if (flips, threshold) not in self._components:
+        if (flips, threshold, search_mm) not in self._components:
             if flips and self.flipped_probability is None:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
-            self._components[flips, threshold] = find_components(
+            self._components[flips, threshold, search_mm] = find_components(
                 self.flipped_probability if flips else self.probability, threshold, brain=self.brain,
-                voxel_volume_mm3=self.study.dwi.voxel_volume_mm3,
-                depth_mm=self.depth_mm, dwi_smoothed=self.pair[0], contralateral=self.pair[1],
+                voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
+                contralateral=contralateral_search(self.pair[1], self.study.dwi, search_mm),
             )
-        return self._components[flips, threshold]
+        return self._components[flips, threshold, search_mm]
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
-        return self.components(settings.threshold, settings.test_time_flips).mask(settings)
+        # the search radius only changes what the contralateral check sees
+        search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
+        return self.components(settings.threshold, settings.test_time_flips, search_mm).mask(settings)
 
 
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False) -> Prepared:
@@ -182,8 +187,10 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 def candidate_settings(steps: tuple[str, ...]) -> list[PostProcessing]:
     axes = [GRID[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
-    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c, test_time_flips=f)
-            for t, s, e, c, f in itertools.product(*axes)]
+    search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
+    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
+                           contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f)
+            for t, s, e, c, r, f in itertools.product(*axes) if c is not None or r == search_axis[0]]
 
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...]) -> tuple[PostProcessing, float]:

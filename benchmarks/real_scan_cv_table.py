@@ -32,6 +32,8 @@ def settings(post: dict) -> str:
         parts.append(f"depth ≥ {post['min_edge_depth_mm']:g} mm")
     if post["contralateral_ratio"] is not None:
         parts.append(f"contra ≥ {post['contralateral_ratio']:g}")
+        if post.get("contralateral_search_mm"):
+            parts.append(f"contra search {post['contralateral_search_mm']:g} mm")
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -11,6 +11,9 @@ order, on the 26-connected components of ``probability >= threshold`` inside the
 3. ``contralateral_ratio``: a component is kept only if its mean DWI is at least this many
    times the mean of the registered contralateral DWI on the same voxels
    (:mod:`LambdaSegmentLib.preprocessing.symmetry`); acute infarcts are one-sided, the rims are bilateral.
+   With ``contralateral_search_mm``, the contralateral value of a voxel is the brightest one
+   within that in-plane radius of its mirror partner (``symmetry.contralateral_search``): a
+   bilateral rim that is not an exact mirror image still finds its bright partner.
 
 A setting of ``None`` (or 0 for the sizes) turns its step off; a package without a
 ``postprocessing`` block gets the threshold alone, as before. ``test_time_flips`` turns the
@@ -39,6 +42,8 @@ class PostProcessing:
         min_lesion_ml: smallest kept component, mL (0 = keep all).
         min_edge_depth_mm: smallest kept median depth below the brain edge, mm (None = off).
         contralateral_ratio: smallest kept mean DWI / mean contralateral DWI (None = off).
+        contralateral_search_mm: in-plane radius (mm) within which the contralateral check
+            takes the brightest mirror value (0 = the mirror partner itself).
         test_time_flips: average the probability over the engine's test-time flips by default.
     """
 
@@ -46,6 +51,7 @@ class PostProcessing:
     min_lesion_ml: float = 0.0
     min_edge_depth_mm: float | None = None
     contralateral_ratio: float | None = None
+    contralateral_search_mm: float = 0.0
     test_time_flips: bool = False
 
     @classmethod
@@ -159,10 +165,12 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         brain: bool (nk, nj, ni) brain mask; nothing outside it is ever a lesion.
         settings: the package's :class:`PostProcessing`.
     """
-    from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi
+    from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
 
     brain = np.asarray(brain, dtype=bool)
     pair = contralateral_dwi(dwi, brain) if settings.needs_contralateral and brain.any() else (None, None)
+    if pair[1] is not None:
+        pair = (pair[0], contralateral_search(pair[1], dwi, settings.contralateral_search_mm))
     components = find_components(
         np.asarray(probability.array),
         settings.threshold,

@@ -22,6 +22,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..io.volume import Volume
+from .slice_axis import find_slice_axis
 
 
 def mirror_transform(volume: Volume, brain: np.ndarray) -> sitk.AffineTransform:
@@ -102,6 +103,37 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     fitted = registration.Execute(smooth, mirrored)
     contralateral = sitk.Resample(mirrored, smooth, fitted, sitk.sitkLinear, 0.0)
     return sitk.GetArrayFromImage(smooth).astype(np.float32), sitk.GetArrayFromImage(contralateral).astype(np.float32)
+
+
+def contralateral_search(contralateral: np.ndarray, dwi: Volume, search_mm: float) -> np.ndarray:
+    """The brightest contralateral value within ``search_mm`` in-plane of each voxel.
+
+    A bilateral rim is rarely an exact mirror image: the two temporal poles or orbitofrontal
+    edges differ by a few millimetres in shape and position, and the rigid registration leaves
+    a millimetre or two of its own. Compared voxel by voxel, one side's rim can then face dark
+    tissue and pass as one-sided. Against the brightest partner nearby it cannot; an infarct's
+    mirror region is normal tissue, about as bright everywhere within a few millimetres.
+
+    The neighbourhood is an in-plane ellipse (radius ``search_mm`` along each in-plane axis,
+    rounded to whole voxels), never across slices: a thick-slice stack's neighbour slices lie
+    5-6 mm away.
+
+    Args:
+        contralateral: float32 (nk, nj, ni), :func:`contralateral_dwi`'s second image.
+        dwi: the study's grid (spacing and slice axis).
+        search_mm: the in-plane radius (mm); 0 returns ``contralateral`` unchanged.
+
+    Returns:
+        float32 (nk, nj, ni) on the DWI grid.
+    """
+    if search_mm <= 0:
+        return contralateral
+    radius = [int(round(search_mm / s)) for s in dwi.spacing_mm]  # (i, j, k), ITK order
+    radius[find_slice_axis(dwi)] = 0
+    if not any(radius):
+        return contralateral
+    image = sitk.GetImageFromArray(np.asarray(contralateral, dtype=np.float32))
+    return sitk.GetArrayFromImage(sitk.GrayscaleDilate(image, radius, sitk.sitkBall)).astype(np.float32)
 
 
 #: Bound of the ``dwi_asymmetry`` channel, in brain-median units (see :func:`dwi_asymmetry`).

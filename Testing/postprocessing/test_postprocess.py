@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, postprocess
-from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
 from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
 
@@ -56,6 +56,47 @@ def test_contralateral_check_drops_bilateral_components_and_keeps_one_sided() ->
     assert unchecked[one_sided | bilateral].all()
 
 
+def test_the_contralateral_search_finds_a_bilateral_rim_that_is_not_an_exact_mirror_image() -> None:
+    """A bright pair whose right member sits 6 mm further back than the left one's mirror
+    image: voxel by voxel the left member faces normal tissue and passes as one-sided; the
+    brightest partner within 9 mm in-plane is the right member, so the search drops it. The
+    truly one-sided blob's neighbourhood is normal tissue: it is kept either way."""
+    dwi, brain, (one_sided, _bilateral) = head(np.eye(3))
+    grid = dwi
+    kji = np.indices(brain.shape).reshape(3, -1).T
+    lps = grid.index_to_lps(kji[:, ::-1]).reshape(*brain.shape, 3)
+    centre = grid.index_to_lps((np.asarray(brain.shape[::-1]) - 1) / 2)
+    x, y, z = (lps[..., a] - centre[a] for a in range(3))
+    blob = lambda cx, cy, r: ((x - cx) ** 2 + (y - cy) ** 2 + z**2) <= r**2  # noqa: E731
+    left, right = blob(25.0, -20.0, 4.5), blob(-25.0, -26.0, 4.5)
+    values = np.asarray(dwi.array, dtype=np.float32).copy()
+    values[_bilateral] = np.asarray(dwi.array)[_bilateral] - 150.0  # remove head()'s own exact pair
+    values[left | right] += 150.0
+    dwi = dwi.with_array(values * brain)
+    probability = dwi.with_array((one_sided | left).astype(np.float32))
+    exact = np.asarray(postprocess(probability, dwi, brain, PostProcessing(contralateral_ratio=1.3)).array)
+    assert exact[one_sided].all() and exact[left].all()  # the shifted rim passes as one-sided
+    searched = np.asarray(postprocess(probability, dwi, brain, PostProcessing(contralateral_ratio=1.3, contralateral_search_mm=9.0)).array)
+    assert searched[one_sided].all() and not searched[left].any()
+
+
+@pytest.mark.parametrize("slice_axis", [2, 0], ids=["axial", "sagittal"])
+def test_the_contralateral_search_stays_in_plane(slice_axis: int) -> None:
+    """The neighbourhood is an in-plane ellipse of the radius in mm on each axis's own spacing,
+    never across the slice axis (thick slices: 6 mm away)."""
+    spacing = [1.0, 2.0, 6.0] if slice_axis == 2 else [6.0, 1.0, 2.0]  # (i, j, k); the thick axis is the slice axis
+    values = np.zeros((9, 21, 21), np.float32)
+    values[4, 10, 10] = 1.0
+    volume = Volume(values, tuple(spacing))
+    searched = contralateral_search(values, volume, 4.0)
+    k, j, i = np.nonzero(searched)
+    extent = {0: np.ptp(i) + 1, 1: np.ptp(j) + 1, 2: np.ptp(k) + 1}  # voxels along ITK axes i, j, k
+    assert extent[slice_axis] == 1
+    for axis in {0, 1, 2} - {slice_axis}:
+        assert extent[axis] == 2 * round(4.0 / spacing[axis]) + 1
+    assert contralateral_search(values, volume, 0.0) is values
+
+
 def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
     shape = (10, 40, 40)
     spacing = (1.0, 1.0, 2.0)
@@ -79,7 +120,8 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
-    block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "test_time_flips": False}
+    block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
+             "test_time_flips": False}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
