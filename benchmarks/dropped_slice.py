@@ -370,6 +370,36 @@ def convert(source: str, output: Path) -> None:
     print(f"written {output} (content gains {[round(g, 2) for g in gains]})")
 
 
+def recalibrate(source: str, output: Path, seeds: range) -> None:
+    """``source``'s weights with every BatchNorm's running statistics re-estimated on whole
+    synthetic studies of the training distribution (``seeds``; "precise BN", Wu & Johnson 2021):
+    one study per batch, the studies averaged with equal weight (momentum None). Training
+    estimated them as a moving average over 8 x 96 x 96 windows, most of them around a lesion;
+    inference normalises whole studies with them. The learned weights are untouched."""
+    package = real_scan_cv.fold_package(source)
+    model = copy.deepcopy(package.model).eval()
+    norms = [module for module in model.modules() if isinstance(module, nn.modules.batchnorm._BatchNorm)]
+    for module in norms:
+        module.reset_running_stats()
+        module.momentum = None  # a cumulative average over the calibration batches
+        module.train()
+    with torch.no_grad():
+        for seed in seeds:
+            study, _truth = real_scan_cv.synthetic(seed)
+            channels = np.asarray(prepare_input(study, package.manifest["preprocessing"]).channels, dtype=np.float32)
+            model(torch.from_numpy(channels)[None])
+    model.eval()
+    manifest = copy.deepcopy(package.manifest)
+    for key in ("weights_file", "weights_sha256", "weights_dtype", "created"):
+        manifest.pop(key, None)
+    manifest["name"] = f"{package.name}-recalibrated"
+    manifest["recalibrated_from"] = {"package": f"{package.name} {package.version}", "source": str(source),
+                                     "batch_norms": len(norms), "calibration_seeds": [seeds.start, seeds.stop - 1],
+                                     "how": "benchmarks/dropped_slice.py recalibrate"}
+    save_model_package(model, manifest, output)
+    print(f"written {output} ({len(norms)} BatchNorms re-estimated on {len(seeds)} whole studies)")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -391,6 +421,10 @@ def main() -> None:
     converter = sub.add_parser("convert", help="a package's weights with content_norm='rms', calibrated gains")
     converter.add_argument("--source", required=True)
     converter.add_argument("--output", type=Path, required=True)
+    recalibrator = sub.add_parser("recalibrate", help="a package with its BatchNorm statistics re-estimated on whole studies")
+    recalibrator.add_argument("--source", required=True)
+    recalibrator.add_argument("--output", type=Path, required=True)
+    recalibrator.add_argument("--studies", type=int, default=16, help="synthetic training-distribution studies (seeds 50,000,000+)")
     parser.add_argument("--packages", nargs="+", default=["bundled"], metavar="PKG", help="package folders, or bundled")
     parser.add_argument("--diagnose", nargs="*", default=[], metavar="PKG:STUDY:SLICE",
                         help="e.g. runs/cv-rms/foldA/pkg:sub-strokecase0003:36 (a package of --packages)")
@@ -400,6 +434,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "convert":
         convert(args.source, args.output)
+        return
+    if args.command == "recalibrate":
+        recalibrate(args.source, args.output, range(CALIBRATION_SEEDS.start, CALIBRATION_SEEDS.start + args.studies))
         return
     torch.manual_seed(0)
     studies = load_studies(args.large_seeds)
