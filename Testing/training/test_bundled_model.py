@@ -56,6 +56,7 @@ def test_the_bundled_model_beats_the_adc_rule_on_each_real_case(case: str) -> No
     assert model_fp < rule_fp, f"{case}: model false positives {model_fp:.2f} mL, not below the rule's {rule_fp:.2f} mL"
 
 
+@pytest.mark.needs_atlas
 def test_the_bundled_model_finds_a_whole_territory_infarct() -> None:
     """A 226 mL synthetic whole-territory infarct (held-out seed of ``real_scan_cv.py``'s
     large group; 3.5x the brain's DWI, ADC only mildly low, 5 mm oblique slices). The 2.0.0
