@@ -52,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=LOSS_NAMES, default="bce",
                        help="bce (the paper's), dice_bce (+ soft Dice) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
+    model.add_argument("--freeze-batchnorm", action="store_true",
+                       help="train with every BatchNorm in eval mode: its running statistics (e.g. of the --init-weights package) "
+                            "normalise as at inference and are not updated; its scale and shift still learn")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -173,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         decay_end_epoch=args.decay_end_epoch,
         threshold=args.threshold,
         activation_checkpointing=args.activation_checkpointing,
+        freeze_batchnorm=args.freeze_batchnorm,
     )
     if args.init_weights is not None:
         print(initialise_from_package(module.model, args.init_weights, args.model, args.model_config, preprocessing), file=sys.stderr, flush=True)

@@ -69,6 +69,11 @@ class SegmentationModule(L.LightningModule):
         threshold: probability at which validation masks are cut (0.5).
         activation_checkpointing: recompute block activations in the backward pass.
         optimizer: "rmsprop" (the paper's) or "adamw" (momentum unused; for short budgets).
+        freeze_batchnorm: keep every BatchNorm in eval mode while training: it normalises with
+            its running statistics (e.g. re-estimated on whole studies,
+            ``benchmarks/dropped_slice.py recalibrate``) and never updates them, so training
+            computes what inference computes; their scale and shift still learn. The default
+            (False) is the paper's: batch statistics in training, running ones at inference.
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -89,6 +94,7 @@ class SegmentationModule(L.LightningModule):
         threshold: float = recipe.THRESHOLD,
         activation_checkpointing: bool = False,
         optimizer: str = "rmsprop",
+        freeze_batchnorm: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -100,6 +106,18 @@ class SegmentationModule(L.LightningModule):
             raise ValueError(f"unknown optimizer {optimizer!r}; available: {', '.join(OPTIMIZERS)}")
         if activation_checkpointing:
             apply_activation_checkpointing(self.model)
+        # Lightning records each submodule's mode when fitting starts and restores it after
+        # validation, so the BatchNorms must already be in eval mode here, not only in train().
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> "SegmentationModule":
+        """Lightning's train/eval switch, with the BatchNorms left in eval mode under ``freeze_batchnorm``."""
+        super().train(mode)
+        if mode and self.hparams.get("freeze_batchnorm", False):
+            for module in self.model.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.eval()
+        return self
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         """image (b, c, t, h, w) → logits (b, 1, t, h, w)."""

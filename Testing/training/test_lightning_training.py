@@ -81,3 +81,31 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
     x = torch.randn(1, 2, 5, 32, 32)
     with torch.no_grad():
         assert torch.equal(best.eval()(x), package.model(x))
+
+
+@pytest.mark.parametrize("freeze", [False, True], ids=["paper", "frozen"])
+def test_frozen_batchnorms_train_with_the_statistics_inference_uses(freeze: bool) -> None:
+    """``freeze_batchnorm``: a real fit leaves every BatchNorm's running statistics as they
+    were (training normalised with them, as inference does) while its scale and shift and
+    the convolutions still learn; the paper's default updates them."""
+    from torch import nn
+    from torch.utils.data import DataLoader
+
+    L.seed_everything(0, verbose=False)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(4, 2, 4, 32, 32, generator=generator) + 3.0  # far from the initial statistics (0, 1)
+    batches = [{"image": image, "mask": (image[:1] > 3.5).float()} for image in images]
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, freeze_batchnorm=freeze)
+    norms = [m for m in module.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert norms
+    before = {name: tensor.clone() for name, tensor in module.model.state_dict().items()}
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=2))
+    after = module.model.state_dict()
+    statistics = [name for name in before if name.endswith(("running_mean", "running_var"))]
+    moved = [name for name in statistics if not torch.equal(before[name], after[name])]
+    assert bool(moved) != freeze, moved
+    assert any(not torch.equal(before[name], after[name]) for name in before if name.endswith(".weight"))
+    module.train()
+    assert all(norm.training != freeze for norm in norms)
