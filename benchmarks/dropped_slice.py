@@ -72,7 +72,7 @@ from LambdaSegmentLib.inference.engine import inference_model, predict_probabili
 from LambdaSegmentLib.inference.package import save_model_package  # noqa: E402
 from LambdaSegmentLib.inference.slabs import plan_slabs  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
-from LambdaSegmentLib.models import LambdaPlus, create_model  # noqa: E402
+from LambdaSegmentLib.models import LambdaPlus, batch_norms, create_model  # noqa: E402
 from LambdaSegmentLib.preprocessing import prepare_input  # noqa: E402
 from LambdaSegmentLib.training.export import source_revision  # noqa: E402
 
@@ -286,10 +286,9 @@ def training_window(model: nn.Module, case: Case, k: int) -> dict[str, Any]:
         return {str(t0 + t): round(float(prob[t][truth[t]].mean()), 3) for t in range(8) if truth[t].sum() >= 50}
 
     batch_statistics = copy.deepcopy(model)
-    for module in batch_statistics.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            module.train()
-            module.momentum = 0.0
+    for norm in batch_norms(batch_statistics):
+        norm.train()
+        norm.momentum = 0.0
     return {"window": [t0, i0, j0], "eval_batch_norm": means(probability(model, window)),
             "batch_statistics": means(probability(batch_statistics, window))}
 
@@ -341,6 +340,25 @@ def content_rms_medians(model: nn.Module, channels: list[np.ndarray]) -> list[fl
     return [float(np.median(np.concatenate(per_layer[index]))) for index in sorted(per_layer)]
 
 
+def calibration_stacks(package: ModelPackage, seeds: range) -> list[np.ndarray]:
+    """Whole synthetic studies of the training distribution (default ranges), each as the
+    package's model input: float32 (c, t, h, w)."""
+    return [np.asarray(prepare_input(real_scan_cv.synthetic(seed)[0], package.manifest["preprocessing"]).channels,
+                       dtype=np.float32) for seed in seeds]
+
+
+def derived_manifest(package: ModelPackage, suffix: str, origin_key: str, source: str, **provenance: Any) -> dict[str, Any]:
+    """``package``'s manifest for a package made from its weights: named ``<name>-<suffix>``,
+    the weights' own fields left for ``save_model_package`` to fill in, and where it came from
+    under ``origin_key`` (the source package and ``provenance``)."""
+    manifest = copy.deepcopy(package.manifest)
+    for key in ("weights_file", "weights_sha256", "weights_dtype", "created"):
+        manifest.pop(key, None)
+    manifest["name"] = f"{package.name}-{suffix}"
+    manifest[origin_key] = {"package": f"{package.name} {package.version}", "source": str(source), **provenance}
+    return manifest
+
+
 def convert(source: str, output: Path) -> None:
     package = real_scan_cv.fold_package(source)
     architecture = package.manifest["architecture"]
@@ -349,23 +367,14 @@ def convert(source: str, output: Path) -> None:
     missing, unexpected = model.load_state_dict(package.model.state_dict(), strict=False)
     if unexpected or any(not key.endswith("norm_content.weight") for key in missing):
         raise SystemExit(f"convert: unexpected tensors (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    stacks = []
-    for seed in CALIBRATION_SEEDS:
-        study, _truth = real_scan_cv.synthetic(seed)
-        stacks.append(np.asarray(prepare_input(study, package.manifest["preprocessing"]).channels, dtype=np.float32))
-    gains = content_rms_medians(package.model.eval(), stacks)
+    gains = content_rms_medians(package.model.eval(), calibration_stacks(package, CALIBRATION_SEEDS))
     with torch.no_grad():
         for layer, gain in zip(lambda_layers(model), gains):
             layer.norm_content.weight.fill_(gain)
-    manifest = copy.deepcopy(package.manifest)
-    for key in ("weights_file", "weights_sha256", "weights_dtype", "created"):
-        manifest.pop(key, None)
+    manifest = derived_manifest(package, "content", "converted_from", source, content_gains=[round(gain, 4) for gain in gains],
+                                calibration_seeds=[CALIBRATION_SEEDS.start, CALIBRATION_SEEDS.stop - 1],
+                                how="benchmarks/dropped_slice.py convert")
     manifest["architecture"] = {**architecture, "config": config}
-    manifest["name"] = f"{package.name}-content"
-    manifest["converted_from"] = {"package": f"{package.name} {package.version}", "source": str(source),
-                                  "content_gains": [round(gain, 4) for gain in gains],
-                                  "calibration_seeds": [CALIBRATION_SEEDS.start, CALIBRATION_SEEDS.stop - 1],
-                                  "how": "benchmarks/dropped_slice.py convert"}
     save_model_package(model.eval(), manifest, output)
     print(f"written {output} (content gains {[round(g, 2) for g in gains]})")
 
@@ -378,24 +387,17 @@ def recalibrate(source: str, output: Path, seeds: range) -> None:
     inference normalises whole studies with them. The learned weights are untouched."""
     package = real_scan_cv.fold_package(source)
     model = copy.deepcopy(package.model).eval()
-    norms = [module for module in model.modules() if isinstance(module, nn.modules.batchnorm._BatchNorm)]
-    for module in norms:
-        module.reset_running_stats()
-        module.momentum = None  # a cumulative average over the calibration batches
-        module.train()
+    norms = batch_norms(model)
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average over the calibration batches
+        norm.train()
     with torch.no_grad():
-        for seed in seeds:
-            study, _truth = real_scan_cv.synthetic(seed)
-            channels = np.asarray(prepare_input(study, package.manifest["preprocessing"]).channels, dtype=np.float32)
-            model(torch.from_numpy(channels)[None])
+        for stack in calibration_stacks(package, seeds):
+            model(torch.from_numpy(stack)[None])
     model.eval()
-    manifest = copy.deepcopy(package.manifest)
-    for key in ("weights_file", "weights_sha256", "weights_dtype", "created"):
-        manifest.pop(key, None)
-    manifest["name"] = f"{package.name}-recalibrated"
-    manifest["recalibrated_from"] = {"package": f"{package.name} {package.version}", "source": str(source),
-                                     "batch_norms": len(norms), "calibration_seeds": [seeds.start, seeds.stop - 1],
-                                     "how": "benchmarks/dropped_slice.py recalibrate"}
+    manifest = derived_manifest(package, "recalibrated", "recalibrated_from", source, batch_norms=len(norms),
+                                calibration_seeds=[seeds.start, seeds.stop - 1], how="benchmarks/dropped_slice.py recalibrate")
     save_model_package(model, manifest, output)
     print(f"written {output} ({len(norms)} BatchNorms re-estimated on {len(seeds)} whole studies)")
 

@@ -108,6 +108,14 @@ class Prepared:
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     _components: dict[tuple[bool, float, float], Components] | None = None
+    _searched: dict[float, np.ndarray] | None = None
+
+    def contralateral(self, search_mm: float) -> np.ndarray:
+        """The contralateral image the check compares with at this search radius (one per radius)."""
+        self._searched = self._searched or {}
+        if search_mm not in self._searched:
+            self._searched[search_mm] = contralateral_search(self.pair[1], self.study.dwi, search_mm)
+        return self._searched[search_mm]
 
     def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0) -> Components:
         self._components = self._components or {}
@@ -117,7 +125,7 @@ class Prepared:
             self._components[flips, threshold, search_mm] = find_components(
                 self.flipped_probability if flips else self.probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
-                contralateral=contralateral_search(self.pair[1], self.study.dwi, search_mm),
+                contralateral=self.contralateral(search_mm),
             )
         return self._components[flips, threshold, search_mm]
 

@@ -6,6 +6,7 @@ model maps (batch, channels, slices, height, width) to logits (batch, 1, slices,
 
 from . import attention_unet, lambda_unet, transunet, unet, unet_3d  # noqa: F401  (registration)
 from .lambda_plus import LambdaPlus
+from .lambda_unet import batch_norms
 from .registry import available_models, create_model, register_model
 
-__all__ = ["LambdaPlus", "available_models", "create_model", "register_model"]
+__all__ = ["LambdaPlus", "available_models", "batch_norms", "create_model", "register_model"]

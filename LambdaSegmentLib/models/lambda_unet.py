@@ -56,11 +56,16 @@ class LambdaDown(nn.Module):
         return self.act(self.norm2(self.lambda2(x, num_slices)))
 
 
+def batch_norms(module: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
+    """Every BatchNorm (1d, 2d, 3d) inside ``module``, in ``modules()`` order."""
+    return [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
 @contextmanager
 def frozen_batch_norm_statistics(module: nn.Module) -> Iterator[None]:
     """BatchNorms inside ``module`` normalise with batch statistics but leave their running
     statistics unchanged (for the recomputation of a checkpointed block)."""
-    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    norms = batch_norms(module)
     saved = [(m.momentum, m.num_batches_tracked.clone() if m.num_batches_tracked is not None else None) for m in norms]
     for m in norms:
         m.momentum = 0.0

@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from LambdaSegmentLib.models import create_model
+from LambdaSegmentLib.models import batch_norms, create_model
 
 from . import recipe
 from .losses import make_loss
@@ -114,9 +114,8 @@ class SegmentationModule(L.LightningModule):
         """Lightning's train/eval switch, with the BatchNorms left in eval mode under ``freeze_batchnorm``."""
         super().train(mode)
         if mode and self.hparams.get("freeze_batchnorm", False):
-            for module in self.model.modules():
-                if isinstance(module, nn.modules.batchnorm._BatchNorm):
-                    module.eval()
+            for norm in batch_norms(self.model):
+                norm.eval()
         return self
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
