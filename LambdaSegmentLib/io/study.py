@@ -76,8 +76,9 @@ class Study:
         """bool (nk, nj, ni), read-only: :func:`.foreground.brain_foreground` of ``dwi``, the
         statistics mask of the unit checks, the normalisation and the ADC rule.
 
-        Computed once per Study (≈ 0.1-0.2 s on a 24 × 256² study, and every stage of a
-        segmentation needs it). A cached property, not a field, so that
+        Computed once per Study (0.07 s on a 24 × 256² study,
+        ``benchmarks/results/brain_mask_timing.csv``; every stage of a segmentation needs it).
+        A cached property, not a field, so that
         ``dataclasses.replace(study, dwi=...)`` can never carry a stale mask to a new DWI.
         """
         return _read_only(brain_foreground(self.dwi))
