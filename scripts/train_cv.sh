@@ -56,10 +56,16 @@ QUERY_NORM=${QUERY_NORM:-rms}
 # "A dropped slice"). It changes the architecture, so it needs its own runs folder from the pretrain on:
 #   CONTENT_NORM=rms RUNS=runs/cv-rms-content scripts/train_cv.sh pretrain   (then foldA, foldB, evaluate, ...)
 CONTENT_NORM=${CONTENT_NORM:-none}
+# The normalisation of every block: "batch" (the paper's BatchNorm; every package so far) or
+# "group" (GroupNorm, each slice by its own statistics, no running statistics:
+# models.unet_blocks.make_norm). It changes the architecture, so it needs its own runs folder:
+#   NORM=group RUNS=runs/cv-rms-gn scripts/train_cv.sh pretrain   (then foldA, foldB, evaluate, ...)
+NORM=${NORM:-batch}
 RUNS=${RUNS:-runs/cv-rms}
 SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the shipped stage is shipped
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
+[[ $NORM != batch ]] && RESULT=$RESULT-norm-$NORM
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
 stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob [train options]}
@@ -68,11 +74,12 @@ shift
 PAPER_CHANNELS='["eadc", "dwi"]'
 CONTRA_CHANNELS='["eadc", "dwi", "dwi_asymmetry"]'
 model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and preprocessing of every stage
-    local in_channels="" query_norm="" content_norm=""  # defaults stay out of the config, as the pretrain package recorded it
+    local in_channels="" query_norm="" content_norm="" norm=""  # defaults stay out of the config, as the pretrain package recorded it
     if [[ $# -ge 2 ]]; then in_channels=", \"in_channels\": $2"; fi
     if [[ $QUERY_NORM != batch ]]; then query_norm=", \"query_norm\": \"$QUERY_NORM\""; fi
     if [[ $CONTENT_NORM != none ]]; then content_norm=", \"content_norm\": \"$CONTENT_NORM\""; fi
-    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$in_channels}"
+    if [[ $NORM != batch ]]; then norm=", \"norm\": \"$NORM\""; fi
+    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$norm$in_channels}"
            --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
 }
 model "$PAPER_CHANNELS"

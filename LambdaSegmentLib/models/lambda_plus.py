@@ -60,6 +60,7 @@ from .slices import check_slice_batch
 POSITIONAL_PATHS = ("auto", "reassociated", "materialised")
 QUERY_NORMS = ("batch", "rms")
 CONTENT_NORMS = ("none", "rms")
+VALUE_NORMS = ("batch", "group")
 
 
 class QueryRMSNorm(nn.Module):
@@ -240,6 +241,9 @@ class LambdaPlus(nn.Module):
             (k, v) gain, ``ContentRMSNorm``: the slice-wide context no longer grows with the
             slice's activations, so a slice cannot run away from its neighbours). Changes the
             function: a model must be trained with it.
+        value_norm: "batch" (the authors': BatchNorm on the values) or "group" (GroupNorm, one
+            group per intra-depth slot: each slice's values by their own statistics; no running
+            statistics). Changes the function: a model must be trained with it.
 
     Attributes:
         positional_path: "auto" (default: the cheaper of the two by multiply-adds),
@@ -270,12 +274,15 @@ class LambdaPlus(nn.Module):
         local_3d: bool = False,
         query_norm: str = "batch",
         content_norm: str = "none",
+        value_norm: str = "batch",
     ) -> None:
         super().__init__()
         if query_norm not in QUERY_NORMS:
             raise ValueError(f"query_norm must be one of {QUERY_NORMS}, got {query_norm!r}")
         if content_norm not in CONTENT_NORMS:
             raise ValueError(f"content_norm must be one of {CONTENT_NORMS}, got {content_norm!r}")
+        if value_norm not in VALUE_NORMS:
+            raise ValueError(f"value_norm must be one of {VALUE_NORMS}, got {value_norm!r}")
         if out_channels % value_dim:
             raise ValueError(f"out_channels {out_channels} must be a multiple of value_dim {value_dim}")
         for name, size in (("local_size", local_size), ("slice_context", slice_context)):
@@ -298,7 +305,12 @@ class LambdaPlus(nn.Module):
         )
         self.to_k = nn.Conv2d(in_channels, intra_depth * key_dim, 1, bias=False)
         self.to_v = nn.Conv2d(in_channels, intra_depth * value_dim, 1, bias=False)
-        self.norm_v = nn.BatchNorm2d(intra_depth * value_dim)
+        # values: BatchNorm (the authors'; folded into the projection at inference) or
+        # GroupNorm with one group per intra-depth slot (each slice by its own statistics)
+        self.norm_v: nn.Module = (
+            nn.BatchNorm2d(intra_depth * value_dim) if value_norm == "batch"
+            else nn.GroupNorm(intra_depth, intra_depth * value_dim)
+        )
         # Only registered when used, so the state dicts of "none" layers (every package so far) are unchanged.
         self.content_norm = content_norm
         self.norm_content: nn.Module | None = ContentRMSNorm(key_dim, value_dim) if content_norm == "rms" else None
@@ -445,9 +457,10 @@ class LambdaPlus(nn.Module):
         )
 
     def _batch_norms_have_statistics(self) -> bool:
-        """True when every BatchNorm of the projections has running statistics to fold."""
+        """True when the projections' normalisations are BatchNorms with running statistics to fold
+        (a GroupNorm on the values depends on each slice: it is applied after the projection)."""
         norms = [self.norm_v] + ([self.norm_q] if self.query_norm == "batch" else [])
-        return all(norm.running_var is not None for norm in norms)
+        return all(isinstance(norm, nn.BatchNorm2d) and norm.running_var is not None for norm in norms)
 
     def _folded_projection_available(self) -> bool:
         """True in eval mode without autograd, when the BatchNorms' running statistics exist."""

@@ -16,13 +16,13 @@ from torch.utils.checkpoint import checkpoint
 
 from .lambda_plus import LambdaPlus
 from .registry import register_model
-from .unet_blocks import UNet2p5d
+from .unet_blocks import NORMS, UNet2p5d, make_norm
 
 PAPER_WIDTHS = (64, 128, 256, 512, 1024)
 
 
 class LambdaDown(nn.Module):
-    """MaxPool2d(2) then [Lambda+ -> BN -> ReLU] x 2.
+    """MaxPool2d(2) then [Lambda+ -> norm -> ReLU] x 2 (norm: BatchNorm, or GroupNorm with ``norm="group"``).
 
     forward(x ((b t), in, h, w), num_slices) -> ((b t), out, h/2, w/2).
 
@@ -32,15 +32,16 @@ class LambdaDown(nn.Module):
     """
 
     def __init__(
-        self, in_channels: int, out_channels: int, checkpoint_activations: bool = False, **lambda_config: object
+        self, in_channels: int, out_channels: int, checkpoint_activations: bool = False, norm: str = "batch",
+        **lambda_config: object,
     ) -> None:
         super().__init__()
         self.checkpoint_activations = checkpoint_activations
         self.pool = nn.MaxPool2d(2)
-        self.lambda1 = LambdaPlus(in_channels, out_channels, **lambda_config)
-        self.norm1 = nn.BatchNorm2d(out_channels)
-        self.lambda2 = LambdaPlus(out_channels, out_channels, **lambda_config)
-        self.norm2 = nn.BatchNorm2d(out_channels)
+        self.lambda1 = LambdaPlus(in_channels, out_channels, value_norm=norm, **lambda_config)
+        self.norm1 = make_norm(norm, out_channels)
+        self.lambda2 = LambdaPlus(out_channels, out_channels, value_norm=norm, **lambda_config)
+        self.norm2 = make_norm(norm, out_channels)
         self.act = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor, num_slices: int) -> torch.Tensor:
@@ -99,6 +100,12 @@ class LambdaUNet(UNet2p5d):
             context cannot grow layer by layer away from its neighbours' and swamp the deep
             features: the cause of the dropped slices of ``docs/MODEL_CARD.md``;
             ``lambda_plus.ContentRMSNorm``).
+        norm: "batch" (the paper's BatchNorm everywhere; every package up to 2.1.0) or "group"
+            (GroupNorm of 8 channels per group in every block, and on the Lambda+ values: each
+            slice normalised by its own statistics, the same in training and at inference; no
+            running statistics, so none can differ between lesion-rich training windows and a
+            whole study: the second cause of the dropped slices of ``docs/MODEL_CARD.md``).
+            Changes the function: a model must be trained with it.
         checkpoint_activations: recompute each encoder block's activations in the backward
             pass instead of storing them (training memory; same results).
 
@@ -122,8 +129,11 @@ class LambdaUNet(UNet2p5d):
         local_3d: bool = False,
         query_norm: str = "batch",
         content_norm: str = "none",
+        norm: str = "batch",
         checkpoint_activations: bool = False,
     ) -> None:
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         lambda_config = dict(
             key_dim=key_dim,
             intra_depth=intra_depth,
@@ -135,7 +145,7 @@ class LambdaUNet(UNet2p5d):
             content_norm=content_norm,
         )
         super().__init__(
-            in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, **lambda_config)
+            in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, norm, **lambda_config), norm=norm
         )
         self.slice_context = slice_context
 

@@ -6,6 +6,7 @@ explicitly so that 2.5D blocks (Lambda+) can recover the study layout; 2D blocks
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import torch
@@ -15,24 +16,41 @@ from .lambda_plus import LambdaPlus
 from .slices import check_in_plane_size, fold_slices, unfold_slices
 
 
-def conv_bn_relu(in_channels: int, out_channels: int) -> list[nn.Module]:
-    """3x3 convolution, BatchNorm, ReLU.
+#: Normalisations of the 2D blocks: "batch" (the paper's BatchNorm, running statistics at
+#: inference) or "group" (GroupNorm of 8 channels per group: each slice normalised by its own
+#: statistics, identically in training and at inference, so no running statistics exist to
+#: differ between training windows and whole studies).
+NORMS = ("batch", "group")
+CHANNELS_PER_GROUP = 8
 
-    The convolution keeps its bias although BatchNorm follows, as in the authors' code,
-    so that parameter counts match theirs (LambdaUNet 13,848,193; UNet 31,042,945).
+
+def make_norm(norm: str, channels: int) -> nn.Module:
+    """The 2D normalisation layer named ``norm`` over ``channels`` channels ((n, c, h, w) -> same)."""
+    if norm == "batch":
+        return nn.BatchNorm2d(channels)
+    if norm == "group":
+        return nn.GroupNorm(max(1, channels // CHANNELS_PER_GROUP), channels)
+    raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+
+
+def conv_bn_relu(in_channels: int, out_channels: int, norm: str = "batch") -> list[nn.Module]:
+    """3x3 convolution, normalisation (BatchNorm by default), ReLU.
+
+    The convolution keeps its bias although a normalisation follows, as in the authors'
+    code, so that parameter counts match theirs (LambdaUNet 13,848,193; UNet 31,042,945).
     """
     return [
         nn.Conv2d(in_channels, out_channels, 3, padding=1),
-        nn.BatchNorm2d(out_channels),
+        make_norm(norm, out_channels),
         nn.ReLU(inplace=True),
     ]
 
 
 class DoubleConv(nn.Sequential):
-    """(3x3 conv, BN, ReLU) x 2: (n, in, h, w) -> (n, out, h, w)."""
+    """(3x3 conv, norm, ReLU) x 2: (n, in, h, w) -> (n, out, h, w)."""
 
-    def __init__(self, in_channels: int, out_channels: int) -> None:
-        super().__init__(*conv_bn_relu(in_channels, out_channels), *conv_bn_relu(out_channels, out_channels))
+    def __init__(self, in_channels: int, out_channels: int, norm: str = "batch") -> None:
+        super().__init__(*conv_bn_relu(in_channels, out_channels, norm), *conv_bn_relu(out_channels, out_channels, norm))
 
 
 class ConvDown(nn.Module):
@@ -54,10 +72,10 @@ class Up(nn.Module):
     widths (in = 2 skip) this is milesial's ``Up(in, in // 2, bilinear=False)``.
     """
 
-    def __init__(self, in_channels: int, skip_channels: int) -> None:
+    def __init__(self, in_channels: int, skip_channels: int, norm: str = "batch") -> None:
         super().__init__()
         self.up = nn.ConvTranspose2d(in_channels, skip_channels, kernel_size=2, stride=2)
-        self.conv = DoubleConv(2 * skip_channels, skip_channels)
+        self.conv = DoubleConv(2 * skip_channels, skip_channels, norm)
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         return self.conv(torch.cat([skip, self.up(x)], dim=1))
@@ -75,18 +93,22 @@ class UNet2p5d(nn.Module):
         widths: channels per level (paper: 64, 128, 256, 512, 1024).
         make_down: builds an encoder block ``(in, out) -> module`` whose forward is
             ``(x, num_slices)``; pooling is part of the block.
-        make_up: builds a decoder block ``(in, skip) -> module`` (default :class:`Up`).
+        make_up: builds a decoder block ``(in, skip) -> module`` (default :class:`Up`
+            with ``norm``).
+        norm: normalisation of the stem and the default decoder blocks (:data:`NORMS`).
 
     forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w); h and w divisible by 2^(levels-1).
     """
 
     def __init__(
-        self, in_channels: int, widths: Sequence[int], make_down: DownFactory, make_up: UpFactory = Up
+        self, in_channels: int, widths: Sequence[int], make_down: DownFactory, make_up: UpFactory | None = None,
+        norm: str = "batch",
     ) -> None:
         super().__init__()
         widths = list(widths)
         self.widths = widths
-        self.inc = DoubleConv(in_channels, widths[0])
+        make_up = make_up or functools.partial(Up, norm=norm)
+        self.inc = DoubleConv(in_channels, widths[0], norm)
         self.downs = nn.ModuleList(make_down(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.ups = nn.ModuleList(make_up(a, b) for a, b in zip(widths[:0:-1], widths[-2::-1]))
         self.outc = nn.Conv2d(widths[0], 1, kernel_size=1)

@@ -20,6 +20,9 @@ def make_layer(**config: object) -> LambdaPlus:
         batch_norms = [norm for norm in (layer.norm_q, layer.norm_v) if isinstance(norm, torch.nn.BatchNorm2d)]
         if not isinstance(layer.norm_q, torch.nn.BatchNorm2d):
             layer.norm_q.weight.copy_(torch.randn(layer.norm_q.weight.shape, generator=generator, dtype=torch.float64))
+        if isinstance(layer.norm_v, torch.nn.GroupNorm):
+            layer.norm_v.weight.copy_(torch.randn(layer.norm_v.weight.shape, generator=generator, dtype=torch.float64))
+            layer.norm_v.bias.copy_(torch.randn(layer.norm_v.bias.shape, generator=generator, dtype=torch.float64))
         if layer.norm_content is not None:
             layer.norm_content.weight.copy_(torch.randn(layer.norm_content.weight.shape, generator=generator, dtype=torch.float64))
         for norm in batch_norms:
@@ -103,6 +106,8 @@ CONFIGS = {
     "rms_queries_3d": dict(query_norm="rms", local_3d=True),
     "rms_content": dict(query_norm="rms", content_norm="rms"),
     "rms_content_3d": dict(content_norm="rms", local_3d=True),
+    "group_values": dict(query_norm="rms", value_norm="group"),
+    "group_values_3d": dict(value_norm="group", local_3d=True),
 }
 
 
