@@ -15,8 +15,9 @@ a busy machine the honest measure of the work), the segmentation time the CLI re
 and a SHA-256 of the mask's voxels and geometry (identical masks, identical digests).
 
 ``--stages`` adds one more fresh process that runs the same ``lambdasegment segment``
-in-process with a timer around each stage (imports, reading, preprocessing, model copy,
-forward, writing, report, figure): where the seconds go. Its timed imports come first, so
+in-process with a timer around each stage (imports, reading, brain mask, preprocessing,
+model copy, forward, the contralateral registration, writing, report, figure): where the
+seconds go. Its timed imports come first, so
 there the report-page helper (``reports.pages``) starts only after torch is imported; in a
 real run it imports matplotlib while torch is imported: the runs' wall time is the answer.
 
@@ -54,12 +55,11 @@ STAND_IN = {
 }
 
 
-def write_study(directory: Path, slices: int, size: int, in_plane_mm: float = 2.0) -> tuple[Path, Path]:
-    """A synthetic skull-on study (seed 7, a 15-40 mL territorial infarct) of ``slices`` axial
-    6 mm slices of ``size`` × ``size`` voxels at ``in_plane_mm``. (Until 2026-11-23 this was the
-    inference phantom, a uniform ellipsoid in noise: far from any real head, and the 2.0.0
-    weights overflow on it; the timing of a network does not depend on the values.)"""
-    from LambdaSegmentLib.io import write_volume
+def end_to_end_study(slices: int, size: int, in_plane_mm: float = 2.0) -> Any:
+    """The ``SyntheticStudy`` (seed 7, a 15-40 mL territorial infarct, skull on) of ``slices``
+    axial 6 mm slices of ``size`` × ``size`` voxels at ``in_plane_mm``. (Until 2026-11-23 this
+    was the inference phantom, a uniform ellipsoid in noise: far from any real head, and the
+    2.0.0 weights overflow on it; the timing of a network does not depend on the values.)"""
     from LambdaSegmentLib.synthesis import generate
 
     study = generate(7, in_plane_spacing_mm=in_plane_mm, fov_mm=size * in_plane_mm, slice_thickness_mm=6.0, slice_gap_mm=0.0,
@@ -67,6 +67,14 @@ def write_study(directory: Path, slices: int, size: int, in_plane_mm: float = 2.
                      lesion_kind="territorial", lesion_volume_ml=(15.0, 40.0))
     if study.dwi.array.shape != (slices, size, size):
         raise SystemExit(f"end_to_end: the generator made {study.dwi.array.shape}, not {(slices, size, size)}")
+    return study
+
+
+def write_study(directory: Path, slices: int, size: int, in_plane_mm: float = 2.0) -> tuple[Path, Path]:
+    """:func:`end_to_end_study`'s DWI and ADC written to ``directory`` (dwi.nii.gz, adc.nii.gz)."""
+    from LambdaSegmentLib.io import write_volume
+
+    study = end_to_end_study(slices, size, in_plane_mm)
     dwi = write_volume(study.dwi, directory / "dwi.nii.gz")
     adc = write_volume(study.adc, directory / "adc.nii.gz")
     return dwi, adc
@@ -138,9 +146,12 @@ def timed_run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 STAGES = [  # (label, module, attribute)
     ("read + units (load_study)", "LambdaSegmentLib.io", "load_study"),
     ("load model package", "LambdaSegmentLib.inference", "load_model_package"),
+    ("brain mask (brain_mask)", "LambdaSegmentLib.preprocessing.brain_mask", "brain_mask"),
     ("preprocess (prepare_input)", "LambdaSegmentLib.preprocessing", "prepare_input"),
     ("inference copy (optimise_for_inference)", "LambdaSegmentLib.inference.engine", "inference_model"),
     ("forward (predict_probability)", "LambdaSegmentLib.inference.engine", "predict_probability"),
+    # the rest of postprocess() (components, edge depth, checks) stays under "everything else"
+    ("contralateral registration (contralateral_dwi)", "LambdaSegmentLib.preprocessing.symmetry", "contralateral_dwi"),
     ("write mask", "LambdaSegmentLib.io", "write_mask"),
     ("report numbers (build_report)", "LambdaSegmentLib.reports", "build_report"),
     ("report JSON + CSV", "LambdaSegmentLib.reports", "write_report_json"),
@@ -194,7 +205,7 @@ def stages_child(argv: list[str]) -> None:
     sys.argv = ["lambdasegment", *argv]
     code = main()  # as the console script calls it (argv None: the process is the command)
     wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
-    add("everything else (argument parsing, hashing inputs, threshold, to DWI grid, ...)",
+    add("everything else (argument parsing, hashing inputs, threshold, to DWI grid, lesion checks, ...)",
         wall - sum(v["wall"] for v in totals.values()), cpu - sum(v["cpu"] for v in totals.values()))
     print("RESULT " + json.dumps({"exit_code": code, "stages": totals, "wall": wall, "cpu": cpu}), flush=True)
 

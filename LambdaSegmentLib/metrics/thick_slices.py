@@ -43,12 +43,14 @@ def average_slabs(volume: Volume, slices_per_slab: int, slice_axis: int | None =
     return Volume(averaged, tuple(spacing), tuple(float(v) for v in origin), volume.direction)
 
 
-def thick_slice_study(study: Study, truth: Volume, slices_per_slab: int = 3) -> tuple[Study, Volume]:
+def thick_slice_study(study: Study, truth: Volume, slices_per_slab: int = 3, slice_axis: int | None = None) -> tuple[Study, Volume]:
     """``study`` and its expert mask as a thick-slab acquisition (see the module docstring).
 
+    ``slice_axis`` is the ITK axis (0 i, 1 j, 2 k) averaged into slabs; default the study's
+    slice axis (another axis of a thin isotropic study makes, e.g., sagittal slabs).
     Returns the slab study (ADC/eADC recomputed from slab signals) and the majority mask (uint8).
     """
-    axis = find_slice_axis(study.dwi)
+    axis = find_slice_axis(study.dwi) if slice_axis is None else slice_axis
     eadc = np.asarray(study.eadc.array, dtype=np.float64)
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
     s0 = np.where(eadc > 0, dwi / np.maximum(eadc, 1e-6), 0.0)
