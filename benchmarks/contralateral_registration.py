@@ -3,8 +3,8 @@
 ``preprocessing.symmetry.contralateral_dwi`` registers the study's left-right mirror onto the
 study. Up to commit 6db989d (package 2.1.0 as shipped) it registered the whole grid: a
 two-level pyramid (shrink 2, then 1), a regular sample of 25 % of the voxels (seed 1), mean
-squares inside the brain, 60 iterations per level (:func:`register_mirror_before`, a frozen
-copy). Now it registers the same way on the box holding the brain and its mirror image plus
+squares inside the brain, 60 iterations per level: ``symmetry.register_mirror`` given the
+whole grid, which is how "before" is reproduced here. Now it registers the same way on the box holding the brain and its mirror image plus
 20 mm (``symmetry.registration_region``): same resolution, metric, sampling rate, optimiser
 and pyramid; ITK's regular sampler now runs over the box, so it picks (and jitters) other
 sample points than over the whole grid.
@@ -63,38 +63,6 @@ CASES = ("sub-strokecase0001", "sub-strokecase0003")
 YARDSTICK_SEEDS = (2, 3, 4, 5)
 #: A ratio above this means the mirror fell (almost) outside the brain: both keep the component.
 RATIO_CEILING = 10.0
-
-
-def register_mirror_before(fixed: sitk.Image, moving: sitk.Image, mask: sitk.Image, centre_mm: tuple[float, float, float],
-                           *, iterations: int = 60, seed: int = 1) -> sitk.Euler3DTransform:
-    """The registration of ``contralateral_dwi`` up to commit 6db989d (frozen copy), on the full
-    grid: regular sampling of 25 % of the voxels with ``seed`` (1 as shipped)."""
-    registration = sitk.ImageRegistrationMethod()
-    registration.SetMetricAsMeanSquares()
-    registration.SetMetricFixedMask(mask)
-    registration.SetMetricSamplingStrategy(registration.REGULAR)
-    registration.SetMetricSamplingPercentage(0.25, seed=seed)
-    registration.SetInterpolator(sitk.sitkLinear)
-    registration.SetOptimizerAsRegularStepGradientDescent(
-        learningRate=2.0, minStep=1e-3, numberOfIterations=iterations, relaxationFactor=0.6
-    )
-    registration.SetOptimizerScalesFromPhysicalShift()
-    rigid = sitk.Euler3DTransform()
-    rigid.SetCenter(centre_mm)
-    registration.SetInitialTransform(rigid, inPlace=False)
-    if min(fixed.GetSize()) >= 4:
-        registration.SetShrinkFactorsPerLevel([2, 1])
-        registration.SetSmoothingSigmasPerLevel([1.0, 0.0])
-    else:
-        registration.SetShrinkFactorsPerLevel([1])
-        registration.SetSmoothingSigmasPerLevel([0.0])
-        registration.SetMetricUseFixedImageGradientFilter(False)
-        registration.SetMetricUseMovingImageGradientFilter(False)
-    registration.SmoothingSigmasAreSpecifiedInPhysicalUnitsOff()
-    fitted = registration.Execute(fixed, moving)
-    if isinstance(fitted, sitk.CompositeTransform):
-        fitted = fitted.GetNthTransform(0)
-    return sitk.Euler3DTransform(fitted)
 
 
 # --- studies ------------------------------------------------------------------------------
@@ -203,7 +171,7 @@ def compare_study(name: str, study: Study, truth: Volume | None, package: ModelP
     box = symmetry.registration_images(dwi, brain, mirror, smooth, mirrored)[0]
 
     def before(seed: int = 1) -> sitk.Euler3DTransform:
-        return register_mirror_before(smooth, mirrored, full_mask, centre, seed=seed)
+        return symmetry.register_mirror(smooth, mirrored, full_mask, centre, seed=seed)
 
     def now() -> sitk.Euler3DTransform:
         return symmetry.register_mirror(*symmetry.registration_images(dwi, brain, mirror, smooth, mirrored), centre)
@@ -301,7 +269,7 @@ def end_to_end_cost(study: Study, package: ModelPackage, repeats: int) -> dict[s
         smooth = symmetry.smoothed_dwi(dwi, brain)
         mirror = symmetry.mirror_transform(dwi, brain)
         mirrored = sitk.Resample(smooth, smooth, mirror, sitk.sitkLinear, 0.0)
-        fitted = register_mirror_before(smooth, mirrored, dwi.with_array(brain.astype(np.uint8)).to_sitk(), mirror.GetCenter())
+        fitted = symmetry.register_mirror(smooth, mirrored, dwi.with_array(brain.astype(np.uint8)).to_sitk(), mirror.GetCenter())
         sitk.GetArrayFromImage(sitk.Resample(mirrored, smooth, fitted, sitk.sitkLinear, 0.0))
 
     load_1min = os.getloadavg()[0]

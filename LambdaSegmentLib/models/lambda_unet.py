@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .lambda_plus import LambdaPlus
 from .registry import register_model
-from .unet_blocks import NORMS, UNet2p5d, make_norm
+from .unet_blocks import UNet2p5d, make_norm
 
 PAPER_WIDTHS = (64, 128, 256, 512, 1024)
 
@@ -132,8 +132,6 @@ class LambdaUNet(UNet2p5d):
         norm: str = "batch",
         checkpoint_activations: bool = False,
     ) -> None:
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         lambda_config = dict(
             key_dim=key_dim,
             intra_depth=intra_depth,
