@@ -13,9 +13,12 @@ its post-processing, either the package's own (``--postprocessing package``), th
 threshold 0.5 (``none``), or chosen by a grid search on the fold's own case
 (``choose``; the steps the search may use: ``--steps``; ``flips`` lets it choose the
 engine's test-time flips, averaged over 3 passes, against the plain pass). The choice maximises, fixed in
-advance, the mean of (a) the fold case's volume Dice, native and as 6 mm slabs, and (b) the
-mean volume Dice of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
-default ranges); (b) keeps one case from dictating the rule.
+advance, the mean of (a) the fold case's score, native and as 6 mm slabs, and (b) the
+mean score of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
+default ranges); (b) keeps one case from dictating the rule. The score of one study
+(``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
+three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
+beyond the target's 1 mL (:func:`targets_score`).
 
 The held-out case is scored natively and as 6 mm slabs (3 slices averaged; reference =
 slab majority; ``metrics.thick_slices``) for the model with its post-processing, the same
@@ -201,12 +204,33 @@ def candidate_settings(steps: tuple[str, ...]) -> list[PostProcessing]:
             for t, s, e, c, r, f in itertools.product(*axes) if c is not None or r == search_axis[0]]
 
 
-def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...]) -> tuple[PostProcessing, float]:
-    """The settings maximising 0.5 · mean Dice(fold case, native + 6 mm) + 0.5 · mean Dice(synthetic validation)."""
-    best, best_value = PostProcessing(), -1.0
+def targets_score(mask: np.ndarray, truth: np.ndarray, voxel_volume_mm3: float) -> float:
+    """Issue 13's targets as one number for one study: (volume Dice + lesion-wise F1) / 2 minus
+    0.1 per mL of false-positive volume beyond 1 mL (the target; a clinician deletes what lies
+    beyond it by hand). ``mask``, ``truth``: (k, j, i) boolean; at most 1, unbounded below."""
+    fp_ml = np.count_nonzero(mask & ~truth) * voxel_volume_mm3 / 1000
+    return 0.5 * (volume_dice(mask, truth) + lesion_detection(mask, truth).f1) - 0.1 * max(0.0, fp_ml - 1.0)
+
+
+def dice_score(mask: np.ndarray, truth: np.ndarray, voxel_volume_mm3: float) -> float:
+    """Volume Dice alone (the objective of every package so far); ``voxel_volume_mm3`` unused."""
+    return volume_dice(mask, truth)
+
+
+OBJECTIVES = {"dice": dice_score, "targets": targets_score}
+
+
+def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
+           objective: str = "dice") -> tuple[PostProcessing, float]:
+    """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
+    score(synthetic validation), the score being ``OBJECTIVES[objective]``."""
+    study_score = OBJECTIVES[objective]
+    mean_score = lambda cases, settings: np.mean(  # noqa: E731
+        [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
+    best, best_value = PostProcessing(), -np.inf
     for settings in candidate_settings(steps):
-        real = np.mean([volume_dice(p.mask(settings), p.truth) for p in fold_cases])
-        synth = np.mean([volume_dice(p.mask(settings), p.truth) for p in validation]) if validation else real
+        real = mean_score(fold_cases, settings)
+        synth = mean_score(validation, settings) if validation else real
         value = 0.5 * real + 0.5 * synth
         if value > best_value + 1e-9:
             best, best_value = settings, float(value)
@@ -268,6 +292,8 @@ def main() -> None:
     parser.add_argument("--fold-packages", nargs="*", default=["A=bundled", "B=bundled"], metavar="FOLD=PKG")
     parser.add_argument("--postprocessing", choices=("choose", "package", "none"), default="choose")
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
+    parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
+                        help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
@@ -276,7 +302,7 @@ def main() -> None:
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
-        ship(args.ship, tuple(args.steps))
+        ship(args.ship, tuple(args.steps), args.objective)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -288,7 +314,7 @@ def main() -> None:
     from LambdaSegmentLib.training.export import source_revision
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
-                               "steps": args.steps, "folds": {}}
+                               "steps": args.steps, "objective_per_study": args.objective, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str], dict[str, Any]] = {}
     for fold in args.folds:
@@ -300,7 +326,7 @@ def main() -> None:
         if args.postprocessing == "choose":
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
-            settings, objective = choose(own_cases, validation, tuple(args.steps))
+            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -339,7 +365,7 @@ def main() -> None:
     print(f"written {OUT / (args.label + '.json')} in {results['seconds']} s")
 
 
-def ship(package_dir: Path, steps: tuple[str, ...]) -> None:
+def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice") -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use) and write it into its manifest."""
     package = load_model_package(package_dir)
@@ -348,14 +374,15 @@ def ship(package_dir: Path, steps: tuple[str, ...]) -> None:
            for case in CASES for thick in (False, True)]
     validation = [prepare(f"synth-{seed}", *synthetic(seed, skull_stripped=True), package, regions=False, flips=flips)
                   for seed in SYNTHETIC_VALIDATION_SEEDS]
-    settings, objective = choose(own, validation, steps)
+    settings, objective = choose(own, validation, steps, objective_name)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
     manifest["postprocessing_choice"] = {
-        "command": "benchmarks/real_scan_cv.py --ship PKG --steps " + " ".join(steps),
+        "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"],
         "objective": round(objective, 4),
+        "objective_per_study": objective_name,
     }
     temporary = manifest_path.with_name(manifest_path.name + ".partial")
     temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

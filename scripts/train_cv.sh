@@ -66,6 +66,10 @@ SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the sh
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
 [[ $NORM != batch ]] && RESULT=$RESULT-norm-$NORM
+# What the post-processing search maximises per study (benchmarks/real_scan_cv.py --objective):
+# "dice" (volume Dice; every package so far) or "targets" (issue 13's Dice, lesion F1 and
+# false-positive mL at once), for the folds' evaluation and the shipped package alike.
+OBJECTIVE=${OBJECTIVE:-dice}
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
 stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob [train options]}
@@ -82,7 +86,16 @@ model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and 
     MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$norm$in_channels}"
            --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
 }
-model "$PAPER_CHANNELS"
+# The input channels of every stage from stage 1 on: "paper" ([eADC, DWI]; every package so far)
+# or "contra" ([eADC, DWI, dwi_asymmetry]: the contralateral difference learned from scratch rather
+# than added in stage 2 as foldA-contra does). It changes the architecture, so it needs its own runs folder:
+#   CHANNELS=contra RUNS=runs/cv-rms-contra1 scripts/train_cv.sh pretrain   (then foldA, foldB, evaluate, ...)
+CHANNELS=${CHANNELS:-paper}
+case $CHANNELS in
+    paper) model "$PAPER_CHANNELS" ;;
+    contra) model "$CONTRA_CHANNELS" 3; RESULT=$RESULT-channels-contra ;;
+    *) echo "train_cv.sh: CHANNELS must be paper or contra, not $CHANNELS" >&2; exit 2 ;;
+esac
 WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probability 0.8 --artefact-augmentation 0.5
          --synthesis '{"in_plane_spacing_mm": [1.2, 2.0]}' --workers 1 --accelerator cpu --devices 1 --log-every-steps 4)
 
@@ -125,21 +138,21 @@ case "$stage" in
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
     evaluate)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
-            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
-        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --steps threshold size edge contralateral
+        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" --steps threshold size edge contralateral
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     evaluate-contra)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-contra}" --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
-            --postprocessing choose --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
     evaluate-carve)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
-            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     evaluate-blob)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-blob}" --fold-packages "A=$RUNS/foldA-blob/pkg" "B=$RUNS/foldB-blob/pkg" \
-            --postprocessing choose --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
