@@ -56,7 +56,9 @@ def main() -> None:
                 mark = " **not held out: this case chose the weights**" if leak else ""
             scores = entry["scores"]
             revision = result["revision"][:7] if result.get("revision") else "before f75a548"
-            lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])} "
+            objective = result.get("objective_per_study", "dice")  # recorded since --objective; volume Dice before
+            chosen_for = "" if objective == "dice" else f" (search objective: {objective})"
+            lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])}{chosen_for} "
                          f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])
     for case, (native, thick) in sorted(rules.items()):
