@@ -33,6 +33,7 @@ off skips its own random fields, which does).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,11 @@ DEFAULT_RANGES: dict[str, Any] = {
     "susceptibility_bilateral_probability": 0.8,
     "susceptibility_gain": (2.0, 8.0),  # peak DWI gain - 1 (drawn log-uniformly)
     "susceptibility_adc_shift": (-0.4, 0.1),  # b0 gain = DWI gain ** (1 + shift): < 0 lowers the ADC
+    "susceptibility_extent_mm": (2.0, 6.0),  # Gaussian sigma of each pile-up along the surface
+    "susceptibility_depth_mm": (2.0, 6.0),  # how deep under the surface it reaches (thin: a crescent)
+    # a bilateral pile-up on the lateral temporal base on top (petrous bone, mastoids: both real
+    # cases have one); 0, the default, leaves every study as before
+    "susceptibility_temporal_probability": 0.0,
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
     "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
@@ -97,6 +103,10 @@ DEFAULT_RANGES: dict[str, Any] = {
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
     "snr_b0": (8.0, 40.0),  # was 12-45; real ISLES ADC is still ~2x noisier voxel to voxel (synthesis_edge_realism)
+    # extra noise (std, WM S0 = 1) on the b0 that reaches the ADC map only: the scanner's b0 is
+    # one average where its trace DWI averages directions, so real ADC maps are about twice as
+    # noisy voxel to voxel as DWI alone implies. 0 (the default) leaves every study as before.
+    "adc_b0_noise": (0.0, 0.0),
     "b_value": (800.0, 1000.0),
     "adc_unit": None,  # one of ADC_UNITS, or None (random)
 }
@@ -139,6 +149,12 @@ def _draw(rng: np.random.Generator, value: Any) -> float:
     return float(value)
 
 
+def _range(value: Any) -> tuple[float, float]:
+    """(lo, hi) of an option given as a range or a fixed value."""
+    lo, hi = value if isinstance(value, (tuple, list)) else (value, value)
+    return float(lo), float(hi)
+
+
 def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     unknown = set(ranges) - set(DEFAULT_RANGES)
     if unknown:
@@ -150,13 +166,20 @@ def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"lesion_kind must be one of {LESION_KINDS + ('lesymap', 'none')} or None, "
                          f"got {merged['lesion_kind']!r}")
     for name in ("lesymap_probability", "massive_infarct_probability", "dura_probability", "vessel_probability",
-                 "susceptibility_probability", "susceptibility_bilateral_probability"):
+                 "susceptibility_probability", "susceptibility_bilateral_probability", "susceptibility_temporal_probability"):
         if not 0.0 <= float(merged[name]) <= 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1], got {merged[name]!r}")
-    lo, hi = merged["lesion_volume_ml"] if isinstance(merged["lesion_volume_ml"], (tuple, list)) else (merged["lesion_volume_ml"],) * 2
+    lo, hi = _range(merged["lesion_volume_ml"])
     if not 0 < lo <= hi:
         raise ValueError(f"lesion_volume_ml must be a positive (lo, hi) range, got {merged['lesion_volume_ml']!r}")
     merged["lesion_volume_ml"] = (float(lo), float(hi))
+    noise_lo, noise_hi = _range(merged["adc_b0_noise"])
+    if not 0.0 <= noise_lo <= noise_hi:
+        raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
+    for name in ("susceptibility_extent_mm", "susceptibility_depth_mm"):
+        lo, hi = _range(merged[name])
+        if not 0.0 < lo <= hi:
+            raise ValueError(f"{name} must be a positive (lo, hi) range in mm, got {merged[name]!r}")
     return merged
 
 
@@ -368,6 +391,8 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
                                           float(np.exp(rng.uniform(np.log(0.2), np.log(15.0)))), gm_preference=0.0)
         params["wm_hyperintensity"] = True
     artefact = None
+    extent_lo, extent_hi = _range(options["susceptibility_extent_mm"])
+    depth_lo, depth_hi = _range(options["susceptibility_depth_mm"])
     if rng.random() < options["susceptibility_probability"]:
         # susceptibility pile-up: orbitofrontal, temporal poles, inferior cerebellum and
         # occipital poles, near the brain surface, mostly on both sides (the sinuses and
@@ -378,8 +403,21 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             mirrored = picks.copy()
             mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
             picks = np.concatenate([picks, mirrored])
-        artefact = _surface_artefact_field(picks, rng.uniform(2.0, 6.0, len(picks)), rng.uniform(2.0, 6.0))
+        artefact = _surface_artefact_field(picks, rng.uniform(extent_lo, extent_hi, len(picks)), rng.uniform(depth_lo, depth_hi))
         params["susceptibility"] = len(picks)
+    if options["susceptibility_temporal_probability"] > 0.0:
+        # its own generator, so that every other draw of the study stays as without it
+        temporal_rng = np.random.default_rng([int(seed), 20261122, 2])
+        if temporal_rng.random() < options["susceptibility_temporal_probability"]:
+            temporal = np.argwhere(_skull_base_region(("temporal",)))
+            picks = temporal[temporal_rng.integers(len(temporal), size=int(temporal_rng.integers(1, 3)))].astype(np.float32)
+            mirrored = picks.copy()
+            mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]
+            picks = np.concatenate([picks, mirrored])
+            pile_up = _surface_artefact_field(picks, temporal_rng.uniform(extent_lo, extent_hi, len(picks)),
+                                              temporal_rng.uniform(depth_lo, depth_hi))
+            artefact = pile_up if artefact is None else dataclasses.replace(artefact, values=np.maximum(artefact.values, pile_up.values))
+            params["susceptibility_temporal"] = len(picks)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
     adc_gm, adc_wm, adc_csf = rng.uniform(0.78, 0.95), rng.uniform(0.66, 0.82), rng.uniform(2.8, 3.3)
@@ -390,8 +428,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     s0_scalp, adc_scalp = rng.uniform(0.2, 0.6), rng.uniform(1.0, 2.0)
     atrophy = rng.uniform(0.0, 0.5)
     old_fill, wmh_t2, wmh_adc = rng.uniform(0.4, 0.9), rng.uniform(0.3, 1.0), rng.uniform(0.1, 0.5)
-    gain_lo, gain_hi = (options["susceptibility_gain"] if isinstance(options["susceptibility_gain"], (tuple, list))
-                        else (options["susceptibility_gain"],) * 2)
+    gain_lo, gain_hi = _range(options["susceptibility_gain"])
     artefact_gain = float(np.exp(rng.uniform(np.log(gain_lo), np.log(gain_hi))))
     artefact_adc_shift = _draw(rng, options["susceptibility_adc_shift"])  # b0/b1000 distort differently
     sharpening = _draw(rng, options["tissue_sharpening"])
@@ -544,8 +581,16 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     averages = int(rng.integers(1, 4))
     s0_noisy = rician(rng, s0, sigma)
     sb_noisy = rician(rng, sb, sigma / np.sqrt(averages * 3.0))
+    s0_for_adc = s0_noisy
+    noise_lo, noise_hi = _range(options["adc_b0_noise"])
+    if noise_hi > 0.0:
+        # its own generator, so that every other draw of the study stays as without it
+        extra_rng = np.random.default_rng([int(seed), 20261122, 1])
+        extra_sigma = float(extra_rng.uniform(noise_lo, noise_hi))
+        s0_for_adc = rician(extra_rng, s0_noisy, extra_sigma)
+        params["adc_b0_noise"] = extra_sigma
     with np.errstate(divide="ignore", invalid="ignore"):
-        adc = np.log(np.maximum(s0_noisy, 1e-6) / np.maximum(sb_noisy, 1e-6)) / (b_value / 1000.0)
+        adc = np.log(np.maximum(s0_for_adc, 1e-6) / np.maximum(sb_noisy, 1e-6)) / (b_value / 1000.0)
     adc = np.clip(adc, 0.0, 4.5).astype(np.float32)
     if skull_stripped:
         # a hard mask edge as a research pipeline's brain extraction leaves it, often a

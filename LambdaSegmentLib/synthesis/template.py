@@ -158,22 +158,31 @@ def load_head_distance() -> np.ndarray:
     return distance
 
 
+SKULL_BASE_SITES = ("orbitofrontal", "temporal", "posterior_fossa", "inferior_cerebellum", "occipital_pole")
+
+
 @functools.cache
-def skull_base_region() -> np.ndarray:
+def skull_base_region(sites: tuple[str, ...] = SKULL_BASE_SITES) -> np.ndarray:
     """Template voxels where susceptibility artefacts pile up: near the surface of the
     orbitofrontal cortex, the temporal poles and base, the inferior cerebellum (air-filled
     sinuses, mastoids, petrous bone, the foramen magnum's bone-air-CSF interfaces) and the
-    occipital poles (the venous sinuses' confluence and the occipital bone)."""
+    occipital poles (the venous sinuses' confluence and the occipital bone); ``sites``: which
+    of :data:`SKULL_BASE_SITES` (all by default)."""
+    unknown = set(sites) - set(SKULL_BASE_SITES)
+    if unknown:
+        raise ValueError(f"unknown skull-base site(s) {sorted(unknown)}; known: {SKULL_BASE_SITES}")
     template = load_tissue_template()
     distance = load_head_distance()
     ijk = np.indices(distance.shape, dtype=np.float32)
     x, y, z = (template.affine[a, a] * ijk[a] + template.affine[a, 3] for a in range(3))
     near_surface = (distance > -8.0) & (distance < 1.0)
-    orbitofrontal = (y > 10.0) & (z > -30.0) & (z < -5.0)
-    temporal = (np.abs(x) > 30.0) & (y > -30.0) & (y < 20.0) & (z > -45.0) & (z < -10.0)
-    posterior_fossa = (np.abs(x) > 15.0) & (y < -40.0) & (z < -30.0)  # mastoid air cells, petrous bone
-    inferior_cerebellum = (y < -35.0) & (z < -42.0)
-    occipital_pole = (y < -85.0) & (z < 25.0)
-    region = near_surface & (orbitofrontal | temporal | posterior_fossa | inferior_cerebellum | occipital_pole)
+    masks = {
+        "orbitofrontal": (y > 10.0) & (z > -30.0) & (z < -5.0),
+        "temporal": (np.abs(x) > 30.0) & (y > -30.0) & (y < 20.0) & (z > -45.0) & (z < -10.0),
+        "posterior_fossa": (np.abs(x) > 15.0) & (y < -40.0) & (z < -30.0),  # mastoid air cells, petrous bone
+        "inferior_cerebellum": (y < -35.0) & (z < -42.0),
+        "occipital_pole": (y < -85.0) & (z < 25.0),
+    }
+    region = near_surface & np.logical_or.reduce([masks[site] for site in sites])
     region.setflags(write=False)
     return region

@@ -177,6 +177,65 @@ def test_sharper_anatomy_has_more_in_plane_detail():
 
 
 @pytest.mark.needs_atlas
+def test_temporal_pile_up_is_bilateral_lateral_and_wider_with_its_extent():
+    options = {**SMALL, "slice_thickness_mm": 2.0, "skull_stripped": True, "lesion_kind": "none", **EDGES_OFF,
+               "susceptibility_gain": 8.0}
+    plain = generate(23, **options)  # no skull-base artefact at all (EDGES_OFF)
+
+    def bright(study) -> tuple[np.ndarray, np.ndarray]:
+        depth = depth_mm(study)
+        brain = depth > 0
+        return brain & (study.dwi.array / np.median(study.dwi.array[brain]) > 3.0), depth
+
+    narrow = generate(23, **options, susceptibility_temporal_probability=1.0, susceptibility_extent_mm=2.0)
+    wide = generate(23, **options, susceptibility_temporal_probability=1.0, susceptibility_extent_mm=8.0)
+    assert np.array_equal(wide.dwi.array, generate(23, **options, susceptibility_temporal_probability=1.0,
+                                                   susceptibility_extent_mm=8.0).dwi.array)
+    for study in (narrow, wide):  # the lesion mask, tissue and geometry are those of the study without it
+        assert np.array_equal(study.mask.array, plain.mask.array) and np.array_equal(study.tissue.array, plain.tissue.array)
+        assert study.params["susceptibility_temporal"] in (2, 4)
+    assert bright(plain)[0].sum() * plain.dwi.voxel_volume_mm3 / 1000 < 0.2
+    mask, depth = bright(wide)
+    volume_ml = mask.sum() * wide.dwi.voxel_volume_mm3 / 1000
+    assert volume_ml > 0.5 and volume_ml > 2.0 * bright(narrow)[0].sum() * narrow.dwi.voxel_volume_mm3 / 1000
+    assert np.median(depth[mask]) < 8.0  # at the brain's edge
+    # lateral, on both sides of the brain's centre (LPS x), over the temporal lobes
+    brain = depth > 0
+    x = wide.dwi.index_to_lps(np.argwhere(mask)[:, ::-1].astype(float))[:, 0]
+    centre = wide.dwi.index_to_lps(np.argwhere(brain)[:, ::-1].astype(float).mean(axis=0))[0]
+    assert np.mean(x > centre + 25.0) > 0.25 and np.mean(x < centre - 25.0) > 0.25
+    with pytest.raises(ValueError, match="susceptibility_extent_mm"):
+        generate(23, susceptibility_extent_mm=(0.0, 4.0))
+    with pytest.raises(ValueError, match="susceptibility_temporal_probability"):
+        generate(23, susceptibility_temporal_probability=1.5)
+
+
+@pytest.mark.needs_atlas
+def test_adc_b0_noise_makes_only_the_adc_noisier_and_is_deterministic():
+    options = {**SMALL, "slice_thickness_mm": 2.0, "skull_stripped": True, "lesion_kind": "lacunar", **EDGES_OFF}
+    plain = generate(23, **options)
+    noisy, again = generate(23, **options, adc_b0_noise=0.15), generate(23, **options, adc_b0_noise=0.15)
+    assert np.array_equal(noisy.adc.array, again.adc.array) and noisy.params == again.params
+    # every other draw of the study is unchanged: the same DWI, mask, geometry and units
+    for name in ("dwi", "mask", "tissue"):
+        assert np.array_equal(getattr(plain, name).array, getattr(noisy, name).array), name
+    assert noisy.adc.spacing_mm == plain.adc.spacing_mm and noisy.adc_unit == plain.adc_unit
+    assert noisy.params["adc_b0_noise"] == 0.15 and "adc_b0_noise" not in plain.params
+
+    def residual(study) -> float:  # voxel-to-voxel ADC noise in deep white matter, 1e-3 mm^2/s
+        adc = canonical_adc(study)
+        deep = (depth_mm(study) > 20.0) & (study.tissue.array == 3)
+        return float(np.std((adc - ndimage.median_filter(adc, size=(1, 3, 3)))[deep]))
+
+    assert residual(noisy) > 1.5 * residual(plain)
+    deep_wm = (depth_mm(plain) > 20.0) & (plain.tissue.array == 3)
+    # noise, not a shift: the tissue's ADC median moves by under 0.03e-3 mm^2/s
+    assert abs(np.median(canonical_adc(noisy)[deep_wm]) - np.median(canonical_adc(plain)[deep_wm])) < 0.03
+    with pytest.raises(ValueError, match="adc_b0_noise"):
+        generate(23, adc_b0_noise=(-0.1, 0.1))
+
+
+@pytest.mark.needs_atlas
 def test_whole_territory_infarct_is_large_bright_and_made_skull_on():
     study = generate(25, **{**SMALL, "coverage_mm": (175.0, 175.0)}, slice_thickness_mm=5.0, skull_stripped=False,
                      lesion_kind="territorial", lesion_volume_ml=(100.0, 300.0), massive_infarct_probability=1.0)
@@ -222,3 +281,10 @@ def test_missing_lesymap_is_a_clear_error(monkeypatch, tmp_path):
 def test_probabilities_are_checked():
     with pytest.raises(ValueError, match="lesymap_probability"):
         generate(0, lesymap_probability=1.5)
+
+
+def test_skull_base_sites_are_checked():
+    from LambdaSegmentLib.synthesis.template import skull_base_region
+
+    with pytest.raises(ValueError, match="skull-base site"):
+        skull_base_region(("temporal", "nasal"))
