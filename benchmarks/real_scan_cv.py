@@ -15,7 +15,8 @@ threshold 0.5 (``none``), or chosen by a grid search on the fold's own case
 engine's test-time flips, averaged over 3 passes, against the plain pass). The choice maximises, fixed in
 advance, the mean of (a) the fold case's score, native and as 6 mm slabs, and (b) the
 mean score of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
-default ranges); (b) keeps one case from dictating the rule. The score of one study
+default ranges); (b) keeps one case from dictating the rule. ``--search-data synthetic``
+drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
 (``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
 three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
 beyond the target's 1 mL (:func:`targets_score`).
@@ -223,15 +224,16 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
            objective: str = "dice") -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
-    score(synthetic validation), the score being ``OBJECTIVES[objective]``."""
+    score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
+    case (``--search-data synthetic``) the synthetic validation's alone."""
     study_score = OBJECTIVES[objective]
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
     for settings in candidate_settings(steps):
-        real = mean_score(fold_cases, settings)
-        synth = mean_score(validation, settings) if validation else real
-        value = 0.5 * real + 0.5 * synth
+        synth = mean_score(validation, settings) if validation else None
+        real = mean_score(fold_cases, settings) if fold_cases else synth
+        value = 0.5 * real + 0.5 * (real if synth is None else synth)
         if value > best_value + 1e-9:
             best, best_value = settings, float(value)
     return best, best_value
@@ -294,6 +296,10 @@ def main() -> None:
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
+    parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
+                        help="what the search scores: the fold's own case and the synthetic validation studies "
+                             "(the protocol's rule), or the synthetic validation studies alone (no real case "
+                             "of either lesion type chooses the post-processing)")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
@@ -314,7 +320,8 @@ def main() -> None:
     from LambdaSegmentLib.training.export import source_revision
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
-                               "steps": args.steps, "objective_per_study": args.objective, "folds": {}}
+                               "steps": args.steps, "objective_per_study": args.objective,
+                               "search_data": args.search_data, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str], dict[str, Any]] = {}
     for fold in args.folds:
@@ -322,7 +329,7 @@ def main() -> None:
         package = fold_package(specs[fold])
         search_flips = args.postprocessing == "choose" and "flips" in args.steps
         own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips)
-                     for thick in (False, True)]
+                     for thick in (False, True)] if args.search_data == "case+synthetic" else []
         if args.postprocessing == "choose":
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]

@@ -70,3 +70,20 @@ def test_the_targets_objective_trades_a_faint_lesion_for_ten_false_spots(cv) -> 
     assert by_dice.threshold == 0.3
     assert by_targets.threshold == 0.4
     assert value == pytest.approx(2 / 3)
+
+
+def test_the_search_on_synthetic_studies_alone_ignores_the_real_case(cv) -> None:
+    """``--search-data synthetic``: with no fold case the synthetic validation alone decides.
+    The real case wants threshold 0.7 (its lesion at 0.8, as many false voxels at 0.6: Dice 2/3
+    below 0.6); the synthetic study slightly prefers 0.3 (a 64-voxel lesion at 0.8 and an 8-voxel
+    one at 0.35: Dice 1 at 0.3, 16/17 at 0.7). Together 0.7 wins; alone the synthetic study
+    chooses 0.3."""
+    shape = (10, 20, 20)
+    real_truth = lesion(shape, np.s_[2:6, 2:8, 2:8])
+    real = Stand(np.where(real_truth, 0.8, np.where(lesion(shape, np.s_[2:6, 12:18, 2:8]), 0.6, 0.0)).astype(np.float32), real_truth)
+    large, small = lesion(shape, np.s_[2:6, 2:6, 2:6]), lesion(shape, np.s_[7:9, 12:14, 12:14])
+    synthetic = Stand(np.where(large, 0.8, np.where(small, 0.35, 0.0)).astype(np.float32), large | small)
+    with_case, _ = cv.choose([real], [synthetic], ("threshold",), "dice")
+    alone, value = cv.choose([], [synthetic], ("threshold",), "dice")
+    assert with_case.threshold == 0.7
+    assert alone.threshold == 0.3 and value == pytest.approx(1.0)
