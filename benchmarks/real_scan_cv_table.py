@@ -58,6 +58,8 @@ def main() -> None:
             revision = result["revision"][:7] if result.get("revision") else "before f75a548"
             objective = result.get("objective_per_study", "dice")  # recorded since --objective; volume Dice before
             chosen_for = "" if objective == "dice" else f" (search objective: {objective})"
+            if result.get("search_data", "case+synthetic") == "synthetic":  # recorded since --search-data
+                chosen_for += " (chosen on synthetic studies only)"
             lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])}{chosen_for} "
                          f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])
