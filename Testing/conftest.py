@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -36,3 +40,25 @@ def isles_case() -> Path:
     if not (ISLES_CASE / "sub-strokecase0001_ses-0001_dwi.nii.gz").exists():
         pytest.skip(f"real ISLES'22 case not present at {ISLES_CASE}")
     return ISLES_CASE
+
+
+@pytest.fixture(scope="session")
+def load_script() -> Iterator[Callable[[str], ModuleType]]:
+    """Load a repository script that is not a package module (``benchmarks/...``,
+    ``scripts/...``, a path from the repository root) as a module. It is registered in
+    ``sys.modules`` under its file's stem for the session (dataclasses look their module up
+    there)."""
+    added: list[str] = []
+
+    def load(relative: str) -> ModuleType:
+        path = REPO_ROOT / relative
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        added.append(spec.name)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for name in added:
+        sys.modules.pop(name, None)

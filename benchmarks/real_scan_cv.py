@@ -231,9 +231,8 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
     for settings in candidate_settings(steps):
-        synth = mean_score(validation, settings) if validation else None
-        real = mean_score(fold_cases, settings) if fold_cases else synth
-        value = 0.5 * real + 0.5 * (real if synth is None else synth)
+        # each group given weighs half; one group alone decides alone
+        value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
             best, best_value = settings, float(value)
     return best, best_value
@@ -328,9 +327,9 @@ def main() -> None:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
         search_flips = args.postprocessing == "choose" and "flips" in args.steps
-        own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips)
-                     for thick in (False, True)] if args.search_data == "case+synthetic" else []
         if args.postprocessing == "choose":
+            own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips)
+                         for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective)

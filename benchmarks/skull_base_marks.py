@@ -22,7 +22,6 @@ may not be redistributed).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -32,17 +31,9 @@ from scipy import ndimage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-from LambdaSegmentLib.inference import load_model_package  # noqa: E402
-
-
-def _real_scan_cv():
-    """The protocol's module (case loading, segmentation with the brain mask and edge depth)."""
-    spec = importlib.util.spec_from_file_location("real_scan_cv", REPO / "benchmarks" / "real_scan_cv.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_cases_used  # noqa: E402
 
 
 def _median(values: np.ndarray) -> float | None:
@@ -56,7 +47,7 @@ def skull_base_marks(prepared, threshold: float = 0.5) -> dict[str, float | None
     dwi = dwi / np.median(dwi[prepared.brain])
     adc = np.asarray(study.adc.array, dtype=np.float64)  # load_study: 1e-3 mm^2/s
     slices = [k for k in range(dwi.shape[0]) if prepared.brain[k].any()]
-    superior = [float(study.dwi.index_to_lps(np.array([[0.0, 0.0, float(k)]]))[0, 2]) for k in slices]
+    superior = study.dwi.index_to_lps(np.array([[0.0, 0.0, float(k)] for k in slices]))[:, 2]
     inferior = np.zeros(dwi.shape[0], dtype=bool)
     inferior[[slices[i] for i in np.argsort(superior)[: int(len(slices) * 0.35)]]] = True
     zone = (prepared.brain & inferior[:, None, None] & (prepared.depth_mm <= 8.0)
@@ -83,20 +74,18 @@ def main() -> None:
     parser.add_argument("--package", action="append", required=True, metavar="CASES=DIR",
                         help="comma-separated held-out cases (0001, 0003) = model package directory")
     args = parser.parse_args()
-    cv = _real_scan_cv()
-    if not cv.ISLES.is_dir():
-        raise SystemExit(f"skull_base_marks: {cv.ISLES} is absent; it needs the two ISLES'22 cases")
+    if not ISLES.is_dir():
+        raise SystemExit(f"skull_base_marks: {ISLES} is absent; it needs the two ISLES'22 cases")
     rows = []
     for spec in args.package:
         cases, directory = spec.split("=", 1)
-        package = load_model_package(directory)
+        package = fold_package(directory)
         for case in cases.split(","):
-            if case not in cv.CASES:
-                raise SystemExit(f"skull_base_marks: unknown case {case!r}; known: {sorted(cv.CASES)}")
-            if case in cv.real_cases_used(package):
+            if case not in CASES:
+                raise SystemExit(f"skull_base_marks: unknown case {case!r}; known: {sorted(CASES)}")
+            if case in real_cases_used(package):
                 raise SystemExit(f"skull_base_marks: {directory} was trained on {case}; it is not held out")
-            study, truth = cv.load_real(case, False)
-            prepared = cv.prepare(case, study, truth, package, regions=False)
+            prepared = prepare(case, *load_real(case, False), package, regions=False)
             row = {"case": case, "package": directory, "weights_sha256": package.sha256, **skull_base_marks(prepared)}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -278,6 +278,14 @@ def _lattice_template_index(subject: "_Subject", geometry: SliceGeometry, k: int
     return fine[:, :, :nj, :ni].numpy()
 
 
+def _with_mirror(centres_ijk: np.ndarray, size_x: int) -> np.ndarray:
+    """``centres_ijk`` (n, 3) template indices followed by their left-right mirror images
+    (2n, 3): the template is symmetric about x = 0, its x index running over ``size_x``."""
+    mirrored = centres_ijk.copy()
+    mirrored[:, 0] = (size_x - 1) - mirrored[:, 0]
+    return np.concatenate([centres_ijk, mirrored])
+
+
 def _surface_artefact_field(centres_ijk: np.ndarray, sigmas_mm: np.ndarray, surface_mm: float) -> CroppedField:
     """Gaussian blobs (peak 1) confined to a band ``surface_mm`` deep under the brain
     surface, like EPI pile-up along the temporal and frontal base; 2 mm-stride grid."""
@@ -400,9 +408,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         base = np.argwhere(_skull_base_region())
         picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))].astype(np.float32)
         if rng.random() < options["susceptibility_bilateral_probability"]:
-            mirrored = picks.copy()
-            mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]  # the template is symmetric about x = 0
-            picks = np.concatenate([picks, mirrored])
+            picks = _with_mirror(picks, template.gm.shape[0])
         artefact = _surface_artefact_field(picks, rng.uniform(extent_lo, extent_hi, len(picks)), rng.uniform(depth_lo, depth_hi))
         params["susceptibility"] = len(picks)
     if options["susceptibility_temporal_probability"] > 0.0:
@@ -411,9 +417,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         if temporal_rng.random() < options["susceptibility_temporal_probability"]:
             temporal = np.argwhere(_skull_base_region(("temporal",)))
             picks = temporal[temporal_rng.integers(len(temporal), size=int(temporal_rng.integers(1, 3)))].astype(np.float32)
-            mirrored = picks.copy()
-            mirrored[:, 0] = (template.gm.shape[0] - 1) - mirrored[:, 0]
-            picks = np.concatenate([picks, mirrored])
+            picks = _with_mirror(picks, template.gm.shape[0])
             pile_up = _surface_artefact_field(picks, temporal_rng.uniform(extent_lo, extent_hi, len(picks)),
                                               temporal_rng.uniform(depth_lo, depth_hi))
             artefact = pile_up if artefact is None else dataclasses.replace(artefact, values=np.maximum(artefact.values, pile_up.values))

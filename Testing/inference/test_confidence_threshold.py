@@ -3,7 +3,6 @@ manifest it writes (the package still loads with the same weights' SHA-256)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,15 +11,10 @@ import pytest
 from LambdaSegmentLib.inference import load_model_package
 from LambdaSegmentLib.inference.untrained import save_untrained_package
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "choose_confidence_threshold.py"
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("choose_confidence_threshold", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_script):
+    return load_script("scripts/choose_confidence_threshold.py")
 
 
 def lesions(values_and_truth: list[tuple[float, bool]]) -> list[dict]:

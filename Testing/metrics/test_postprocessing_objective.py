@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,17 +10,10 @@ import pytest
 
 from LambdaSegmentLib.inference.postprocess import PostProcessing
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_scan_cv.py"
-
 
 @pytest.fixture(scope="module")
-def cv():
-    spec = importlib.util.spec_from_file_location("real_scan_cv", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+def cv(load_script):
+    return load_script("benchmarks/real_scan_cv.py")
 
 
 def lesion(shape: tuple[int, int, int], *boxes: tuple[slice, slice, slice]) -> np.ndarray:

@@ -3,9 +3,6 @@ built by hand (no ISLES'22 data needed)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,15 +10,10 @@ import pytest
 
 from LambdaSegmentLib.io import Volume
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "skull_base_marks.py"
-
 
 @pytest.fixture(scope="module")
-def marks():
-    spec = importlib.util.spec_from_file_location("skull_base_marks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.skull_base_marks
+def marks(load_script):
+    return load_script("benchmarks/skull_base_marks.py").skull_base_marks
 
 
 @pytest.mark.parametrize("superior_is_plus_k", [True, False])
