@@ -84,6 +84,9 @@ SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
 # whatever volume was drawn; a LESYMAP shape keeps its own size)
 SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0),
                                           "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
+# --seed-packages: a seed package's probability at or above this marks where it detects a lesion
+# (fixed, its training threshold; never searched)
+SEED_THRESHOLD = 0.5
 STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
@@ -111,6 +114,7 @@ class Prepared:
     pair: tuple[np.ndarray, np.ndarray]
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
+    seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
     _components: dict[tuple[bool, float, float], Components] | None = None
     _searched: dict[float, np.ndarray] | None = None
 
@@ -126,8 +130,11 @@ class Prepared:
         if (flips, threshold, search_mm) not in self._components:
             if flips and self.flipped_probability is None:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
+            probability = self.flipped_probability if flips else self.probability
+            if self.seed is not None:
+                probability = seeded_probability(probability, threshold, self.brain, self.seed)
             self._components[flips, threshold, search_mm] = find_components(
-                self.flipped_probability if flips else self.probability, threshold, brain=self.brain,
+                probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
                 contralateral=self.contralateral(search_mm),
             )
@@ -139,8 +146,24 @@ class Prepared:
         return self.components(settings.threshold, settings.test_time_flips, search_mm).mask(settings)
 
 
-def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False) -> Prepared:
-    """Segment ``study`` (plain pass; with ``flips`` also averaged over the engine's test-time flips)."""
+def seeded_probability(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """``probability`` with every component of ``(probability >= threshold) & brain`` (26-connected)
+    that holds no ``seed`` voxel set to 0: a second model (the seed package) must have detected
+    something inside a component for it to stay. All arrays (nk, nj, ni); seed bool."""
+    from scipy import ndimage
+
+    candidate = (probability >= threshold) & brain
+    labels, count = ndimage.label(candidate, structure=np.ones((3, 3, 3), dtype=bool))
+    seeded = np.zeros(count + 1, dtype=bool)
+    seeded[np.unique(labels[candidate & seed])] = True
+    seeded[0] = False
+    return np.where(seeded[labels], probability, 0.0).astype(probability.dtype, copy=False)
+
+
+def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False,
+            seed_package: ModelPackage | None = None) -> Prepared:
+    """Segment ``study`` (plain pass; with ``flips`` also averaged over the engine's test-time flips;
+    with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed)."""
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
     try:
@@ -154,10 +177,14 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     else:
         brain = np.asarray(segmentation.brain.array) != 0
         probability = np.asarray(segmentation.probability.array)
+    seed = None
+    if seed_package is not None:
+        seed = (np.asarray(segment_study(study, seed_package, device="cpu", tta=False).probability.array) >= SEED_THRESHOLD) & brain
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),
         posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
+        seed=seed,
     )
 
 
@@ -299,6 +326,10 @@ def main() -> None:
                         help="what the search scores: the fold's own case and the synthetic validation studies "
                              "(the protocol's rule), or the synthetic validation studies alone (no real case "
                              "of either lesion type chooses the post-processing)")
+    parser.add_argument("--seed-packages", nargs="*", default=[], metavar="FOLD=PKG",
+                        help="per fold, a second package (e.g. the stage-1 package the fold's model was fine-tuned from): "
+                             "a component of the fold model's mask is kept only if it holds a voxel where this package's "
+                             f"probability is >= {SEED_THRESHOLD}, before the other steps")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
@@ -312,6 +343,7 @@ def main() -> None:
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
     specs = dict(item.split("=", 1) for item in args.fold_packages)
+    seed_specs = dict(item.split("=", 1) for item in args.seed_packages)
     missing = [fold for fold in args.folds if fold not in specs]
     if missing:
         raise SystemExit(f"real_scan_cv: no package for fold(s) {missing}; give --fold-packages FOLD=DIR")
@@ -320,17 +352,19 @@ def main() -> None:
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "objective_per_study": args.objective,
-                               "search_data": args.search_data, "folds": {}}
+                               "search_data": args.search_data, "seed_packages": seed_specs or None, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str], dict[str, Any]] = {}
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
+        seed_package = fold_package(seed_specs[fold]) if fold in seed_specs else None
         search_flips = args.postprocessing == "choose" and "flips" in args.steps
         if args.postprocessing == "choose":
-            own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips)
+            own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips,
+                                 seed_package=seed_package)
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
-            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips)
+            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective)
         elif args.postprocessing == "package":
@@ -339,11 +373,13 @@ def main() -> None:
             settings, objective = PostProcessing(threshold=0.5), None
         fold_result: dict[str, Any] = {"uses_case": own, "held_out_case": held_out, "package": f"{package.name} {package.version}",
                                        "package_dir": specs[fold], "weights_sha256": package.sha256,
+                                       "seed_package_dir": seed_specs.get(fold),
                                        "trained_on": real_cases_used(package),
                                        "postprocessing": settings.as_dict(), "objective": objective, "scores": {}}
         for thick in (False, True):
             setting = "6mm" if thick else "native"
-            prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips)
+            prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips,
+                               seed_package=seed_package)
             model_mask = prepared.mask(settings)
             raw_mask = prepared.mask(PostProcessing(threshold=0.5))
             rule_mask = np.asarray(adc_threshold_rule(prepared.study).array) != 0
@@ -359,9 +395,9 @@ def main() -> None:
         if args.synthetic:
             # both folds of one package with one post-processing (e.g. --postprocessing package)
             # score the same synthetic studies identically: computed once
-            key = (package.sha256, json.dumps(settings.as_dict(), sort_keys=True))
+            key = (package.sha256, seed_package.sha256 if seed_package else None, json.dumps(settings.as_dict(), sort_keys=True))
             if key not in synthetic_done:
-                synthetic_done[key] = synthetic_scores(package, settings)
+                synthetic_done[key] = synthetic_scores(package, settings, seed_package)
             fold_result["synthetic"] = synthetic_done[key]
             print(f"fold {fold} synthetic: {json.dumps(fold_result['synthetic']['summary'])}", flush=True)
         results["folds"][fold] = fold_result
@@ -396,14 +432,15 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     print(f"{manifest_path}: {json.dumps(settings.manifest_entries())} (objective {objective:.4f})")
 
 
-def synthetic_scores(package: ModelPackage, settings: PostProcessing) -> dict[str, Any]:
-    """Volume Dice of the model (with ``settings``) and the rule on the synthetic held-out studies."""
+def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None) -> dict[str, Any]:
+    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` if given) and the rule on the synthetic held-out studies."""
     rows = []
     groups = (("default", SYNTHETIC_TEST_SEEDS, {}), ("large", SYNTHETIC_LARGE_SEEDS, SYNTHETIC_LARGE_RANGES))
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
-            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips)
+            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips,
+                               seed_package=seed_package)
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
                          "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})

@@ -38,6 +38,18 @@
 #   scripts/train_cv.sh foldB-blob    # stage 2 as foldB, --loss blob_dice_bce
 #   scripts/train_cv.sh evaluate-blob     # real_scan_cv.py on foldA-blob/foldB-blob, as evaluate
 #
+# Issue 13's WiSE-FT trial (training/weight_interpolation.py): each fold's stage-2 package averaged
+# in weight space with the pretrain it started from, (1 - ALPHA) * pretrain + ALPHA * fold; no training,
+# no data (ALPHA fixed in advance, default 0.5):
+#
+#   scripts/train_cv.sh wise          # $RUNS/foldA-wise-$ALPHA/pkg and $RUNS/foldB-wise-$ALPHA/pkg
+#   scripts/train_cv.sh evaluate-wise     # real_scan_cv.py on those two, as evaluate
+#
+# Issue 13's stage-1 seeds: each fold's model with its components kept only where the pretrain
+# (stage 1, no real case) detects something (benchmarks/real_scan_cv.py --seed-packages):
+#
+#   scripts/train_cv.sh evaluate-seeded   # real_scan_cv.py on foldA/foldB seeded by the pretrain, as evaluate
+#
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
 # resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
@@ -70,9 +82,10 @@ RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py
 # "dice" (volume Dice; every package so far) or "targets" (issue 13's Dice, lesion F1 and
 # false-positive mL at once), for the folds' evaluation and the shipped package alike.
 OBJECTIVE=${OBJECTIVE:-dice}
+ALPHA=${ALPHA:-0.5}  # the fine-tuned package's weight in the wise stage
 BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -145,6 +158,17 @@ case "$stage" in
         "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" --steps threshold size edge contralateral
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
+    wise)
+        for fold in foldA foldB; do
+            "$PYTHON" scripts/interpolate_weights.py "$RUNS/pretrain/pkg" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
+        done ;;
+    evaluate-wise)
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-wise-$ALPHA}" --fold-packages "A=$RUNS/foldA-wise-$ALPHA/pkg" "B=$RUNS/foldB-wise-$ALPHA/pkg" \
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+    evaluate-seeded)
+        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-seeded}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
+            --seed-packages "A=$RUNS/pretrain/pkg" "B=$RUNS/pretrain/pkg" \
+            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
     evaluate-contra)
         "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-contra}" --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
             --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge --synthetic "${EXTRA[@]}" ;;

@@ -55,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--freeze-batchnorm", action="store_true",
                        help="train with every BatchNorm in eval mode: its running statistics (e.g. of the --init-weights package) "
                             "normalise as at inference and are not updated; its scale and shift still learn")
+    model.add_argument("--freeze-modules", nargs="+", default=[], metavar="NAME",
+                       help="the model's top-level submodules that do not train (e.g. LambdaUNet's encoder: inc downs): "
+                            "no gradient, eval mode, so they keep the --init-weights package's weights and BatchNorm statistics")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -165,19 +168,25 @@ def run(args: argparse.Namespace) -> int:
         real_background_studies=args.real_background_studies,
         carve_probability=args.carve_probability,
     )
-    module = SegmentationModule(
-        args.model,
-        args.model_config,
-        loss=args.loss,
-        learning_rate=args.lr,
-        weight_decay=args.weight_decay,
-        optimizer=args.optimizer,
-        constant_epochs=args.constant_epochs,
-        decay_end_epoch=args.decay_end_epoch,
-        threshold=args.threshold,
-        activation_checkpointing=args.activation_checkpointing,
-        freeze_batchnorm=args.freeze_batchnorm,
-    )
+    try:
+        module = SegmentationModule(
+            args.model,
+            args.model_config,
+            loss=args.loss,
+            learning_rate=args.lr,
+            weight_decay=args.weight_decay,
+            optimizer=args.optimizer,
+            constant_epochs=args.constant_epochs,
+            decay_end_epoch=args.decay_end_epoch,
+            threshold=args.threshold,
+            activation_checkpointing=args.activation_checkpointing,
+            freeze_batchnorm=args.freeze_batchnorm,
+            frozen_modules=tuple(args.freeze_modules),
+        )
+    except ValueError as error:
+        if str(error).startswith("cannot freeze"):  # an unknown --freeze-modules name; nothing written yet
+            raise BadInputError("--freeze-modules", str(error)) from None
+        raise
     if args.init_weights is not None:
         print(initialise_from_package(module.model, args.init_weights, args.model, args.model_config, preprocessing), file=sys.stderr, flush=True)
     started = time.monotonic()

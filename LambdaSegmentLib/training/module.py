@@ -9,7 +9,7 @@ only says what one step computes. Batches are dicts:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import lightning as L
 import torch
@@ -74,6 +74,11 @@ class SegmentationModule(L.LightningModule):
             ``benchmarks/dropped_slice.py recalibrate``) and never updates them, so training
             computes what inference computes; their scale and shift still learn. The default
             (False) is the paper's: batch statistics in training, running ones at inference.
+        frozen_modules: names of the model's top-level submodules (e.g. ``("inc", "downs")``,
+            LambdaUNet's encoder) that do not train: their parameters get no gradient and stay
+            out of the optimiser, and they stay in eval mode (their BatchNorms normalise with,
+            and keep, the ``--init-weights`` package's statistics), so they compute exactly the
+            starting package's features. Empty (the default): everything trains.
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -95,6 +100,7 @@ class SegmentationModule(L.LightningModule):
         activation_checkpointing: bool = False,
         optimizer: str = "rmsprop",
         freeze_batchnorm: bool = False,
+        frozen_modules: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -104,6 +110,12 @@ class SegmentationModule(L.LightningModule):
         self.loss_fn = make_loss(loss)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; available: {', '.join(OPTIMIZERS)}")
+        children = dict(self.model.named_children())
+        unknown = [name for name in frozen_modules if name not in children]
+        if unknown:
+            raise ValueError(f"cannot freeze {unknown}: {model_name}'s top-level submodules are {list(children)}")
+        for name in frozen_modules:
+            children[name].requires_grad_(False)
         if activation_checkpointing:
             apply_activation_checkpointing(self.model)
         # Lightning records each submodule's mode when fitting starts and restores it after
@@ -116,7 +128,15 @@ class SegmentationModule(L.LightningModule):
         if mode and self.hparams.get("freeze_batchnorm", False):
             for norm in batch_norms(self.model):
                 norm.eval()
+        if mode:
+            children = dict(self.model.named_children())
+            for name in self.hparams.get("frozen_modules", ()):
+                children[name].eval()
         return self
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimiser updates (all but ``frozen_modules``')."""
+        return [parameter for parameter in self.parameters() if parameter.requires_grad]
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         """image (b, c, t, h, w) → logits (b, 1, t, h, w)."""
@@ -151,10 +171,10 @@ class SegmentationModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
         if hp.get("optimizer", "rmsprop") == "adamw":
-            optimizer = torch.optim.AdamW(self.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+            optimizer = torch.optim.AdamW(self.trainable_parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
         else:
             optimizer = torch.optim.RMSprop(
-                self.parameters(), lr=hp.learning_rate, momentum=hp.momentum, weight_decay=hp.weight_decay
+                self.trainable_parameters(), lr=hp.learning_rate, momentum=hp.momentum, weight_decay=hp.weight_decay
             )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda epoch: recipe.paper_lr_factor(epoch, hp.constant_epochs, hp.decay_end_epoch)

@@ -82,3 +82,11 @@ def test_evaluate_prints_table_one_and_writes_csv(labelled_folders: tuple[Path, 
     assert main(["evaluate", "--models", str(package), "--data", str(labelled_folders[1]), "--csv", str(table)]) == 2
     assert main(["evaluate", "--models", str(package), "--data", str(labelled_folders[1]), "--csv", str(table), "--overwrite", "--thick-slab", "2", "--no-rule"]) == 0
     assert "2 slices averaged per slab" in capsys.readouterr().out
+
+
+def test_train_refuses_an_unknown_frozen_module_naming_the_option_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    output = tmp_path / "pkg"
+    assert main(train_args(output, "--freeze-modules", "encoder", "--devices", "1")) == 2
+    error = capsys.readouterr().err
+    assert "--freeze-modules" in error and "cannot freeze ['encoder']" in error and "inc" in error and "Traceback" not in error
+    assert not output.exists()

@@ -109,3 +109,31 @@ def test_frozen_batchnorms_train_with_the_statistics_inference_uses(freeze: bool
     assert any(not torch.equal(before[name], after[name]) for name in before if name.endswith(".weight"))
     module.train()
     assert all(norm.training != freeze for norm in norms)
+
+
+def test_frozen_modules_keep_the_starting_weights_and_statistics_while_the_rest_trains() -> None:
+    """``frozen_modules`` (``--freeze-modules inc downs``: LambdaUNet's encoder): a real fit leaves
+    every tensor of the frozen submodules, BatchNorm statistics included, exactly as it was and
+    keeps them out of the optimiser, while the decoder learns; an unknown name is refused."""
+    from torch.utils.data import DataLoader
+
+    L.seed_everything(0, verbose=False)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(4, 2, 4, 32, 32, generator=generator) + 3.0
+    batches = [{"image": image, "mask": (image[:1] > 3.5).float()} for image in images]
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, optimizer="adamw",
+                                frozen_modules=("inc", "downs"))
+    before = {name: tensor.clone() for name, tensor in module.model.state_dict().items()}
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=2))
+    after = module.model.state_dict()
+    frozen = [name for name in before if name.startswith(("inc.", "downs."))]
+    assert frozen and all(torch.equal(before[name], after[name]) for name in frozen)
+    assert any(not torch.equal(before[name], after[name]) for name in before if name.startswith("ups."))
+    trainable = {id(parameter) for parameter in module.trainable_parameters()}
+    assert not any(id(parameter) in trainable for parameter in module.model.downs.parameters())
+    module.train()
+    assert not module.model.downs.training and module.model.ups.training
+    with pytest.raises(ValueError, match=r"cannot freeze \['encoder'\]"):
+        SegmentationModule("lambda_unet", TINY_MODEL, frozen_modules=("encoder",))
