@@ -66,7 +66,7 @@ sys.path.insert(0, str(REPO))
 from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
-from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import CONNECTIVITY_26, Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
@@ -153,10 +153,9 @@ def seeded_probability(probability: np.ndarray, threshold: float, brain: np.ndar
     from scipy import ndimage
 
     candidate = (probability >= threshold) & brain
-    labels, count = ndimage.label(candidate, structure=np.ones((3, 3, 3), dtype=bool))
-    seeded = np.zeros(count + 1, dtype=bool)
-    seeded[np.unique(labels[candidate & seed])] = True
-    seeded[0] = False
+    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
+    seeded = np.zeros(count + 1, dtype=bool)  # index 0 (background) stays False: no seed voxel is labelled 0
+    seeded[labels[candidate & seed]] = True
     return np.where(seeded[labels], probability, 0.0).astype(probability.dtype, copy=False)
 
 
@@ -354,7 +353,7 @@ def main() -> None:
                                "steps": args.steps, "objective_per_study": args.objective,
                                "search_data": args.search_data, "seed_packages": seed_specs or None, "folds": {}}
     validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
-    synthetic_done: dict[tuple[str, str], dict[str, Any]] = {}
+    synthetic_done: dict[tuple[str, str | None, str], dict[str, Any]] = {}
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])

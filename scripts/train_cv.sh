@@ -133,6 +133,13 @@ finetune() {  # finetune STAGE BACKGROUND... : stage 2 from the pretrain's last 
         --synthetic 4 --windows-per-study 12 "${backgrounds[@]}" --real-background-studies 4 --seed 51000000 "${EXTRA[@]}"
 }
 
+evaluate_folds() {  # evaluate_folds LABEL FOLD_SUFFIX [real_scan_cv options]: $RUNS/foldA$2 and foldB$2 scored, post-processing chosen per fold
+    local label=$1 suffix=$2; shift 2
+    "$PYTHON" benchmarks/real_scan_cv.py --label "$label" --fold-packages "A=$RUNS/foldA$suffix/pkg" "B=$RUNS/foldB$suffix/pkg" \
+        --postprocessing choose --objective "$OBJECTIVE" "$@" --synthetic "${EXTRA[@]}"
+}
+STEPS=(--steps threshold size edge contralateral)
+
 EXTRA=("$@")
 case "$stage" in
     pretrain)
@@ -149,34 +156,22 @@ case "$stage" in
     foldA-blob) EXTRA+=(--loss blob_dice_bce); finetune foldA-blob sub-strokecase0001 ;;
     foldB-blob) EXTRA+=(--loss blob_dice_bce); finetune foldB-blob sub-strokecase0003 ;;
     shipped-contra) model "$CONTRA_CHANNELS" 3; finetune shipped-contra sub-strokecase0001 sub-strokecase0003 ;;
-    evaluate)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-pp-contralateral}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+    evaluate) evaluate_folds "${LABEL:-$RESULT-pp-contralateral}" "" "${STEPS[@]}" ;;
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
-        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" --steps threshold size edge contralateral
+        "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" "${STEPS[@]}"
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     wise)
         for fold in foldA foldB; do
             "$PYTHON" scripts/interpolate_weights.py "$RUNS/pretrain/pkg" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
         done ;;
-    evaluate-wise)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-wise-$ALPHA}" --fold-packages "A=$RUNS/foldA-wise-$ALPHA/pkg" "B=$RUNS/foldB-wise-$ALPHA/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+    evaluate-wise) evaluate_folds "${LABEL:-$RESULT-wise-$ALPHA}" "-wise-$ALPHA" "${STEPS[@]}" ;;
     evaluate-seeded)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-seeded}" --fold-packages "A=$RUNS/foldA/pkg" "B=$RUNS/foldB/pkg" \
-            --seed-packages "A=$RUNS/pretrain/pkg" "B=$RUNS/pretrain/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
-    evaluate-contra)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-contra}" --fold-packages "A=$RUNS/foldA-contra/pkg" "B=$RUNS/foldB-contra/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge --synthetic "${EXTRA[@]}" ;;
-    evaluate-carve)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-carve}" --fold-packages "A=$RUNS/foldA-carve/pkg" "B=$RUNS/foldB-carve/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
-    evaluate-blob)
-        "$PYTHON" benchmarks/real_scan_cv.py --label "${LABEL:-$RESULT-blob}" --fold-packages "A=$RUNS/foldA-blob/pkg" "B=$RUNS/foldB-blob/pkg" \
-            --postprocessing choose --objective "$OBJECTIVE" --steps threshold size edge contralateral --synthetic "${EXTRA[@]}" ;;
+        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$RUNS/pretrain/pkg" "B=$RUNS/pretrain/pkg" ;;
+    evaluate-contra) evaluate_folds "${LABEL:-$RESULT-contra}" -contra --steps threshold size edge ;;
+    evaluate-carve) evaluate_folds "${LABEL:-$RESULT-carve}" -carve "${STEPS[@]}" ;;
+    evaluate-blob) evaluate_folds "${LABEL:-$RESULT-blob}" -blob "${STEPS[@]}" ;;
     *) echo "train_cv.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

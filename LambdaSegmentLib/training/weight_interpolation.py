@@ -25,7 +25,7 @@ import torch
 
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.inference import load_model_package
-from LambdaSegmentLib.inference.package import read_manifest, save_model_package
+from LambdaSegmentLib.inference.package import save_model_package
 
 from . import recipe
 
@@ -77,11 +77,11 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
     start_dir, finetuned_dir, output_dir = Path(start_dir), Path(finetuned_dir), Path(output_dir)
     if output_dir.resolve() in (start_dir.resolve(), finetuned_dir.resolve()):
         raise BadInputError(output_dir, "the interpolated package would overwrite one of its inputs; name a new directory")
-    start_manifest, finetuned_manifest = read_manifest(start_dir), read_manifest(finetuned_dir)
+    start, finetuned = load_model_package(start_dir), load_model_package(finetuned_dir)
+    start_manifest, finetuned_manifest = start.manifest, finetuned.manifest
     for key in ("architecture", "preprocessing"):
         if start_manifest[key] != finetuned_manifest[key]:
             raise BadInputError(finetuned_dir, f"its {key} differs from {start_dir}'s; only a fine-tune of that package can be interpolated with it")
-    start, finetuned = load_model_package(start_dir), load_model_package(finetuned_dir)
     state = interpolate_states(start.model.state_dict(), finetuned.model.state_dict(), alpha)
     model = copy.deepcopy(finetuned.model)
     model.load_state_dict(state, strict=True)

@@ -83,26 +83,38 @@ def test_training_loss_falls_and_the_exported_package_reloads_bit_exactly(labell
         assert torch.equal(best.eval()(x), package.model(x))
 
 
+def shifted_noise_batches() -> list[dict[str, torch.Tensor]]:
+    """Seeds everything (call it before building the module), then 4 windows of noise far from
+    the initial BatchNorm statistics (0, 1), each with a mask, for a real one-epoch fit."""
+    L.seed_everything(0, verbose=False)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(4, 2, 4, 32, 32, generator=generator) + 3.0
+    return [{"image": image, "mask": (image[:1] > 3.5).float()} for image in images]
+
+
+def fit_one_epoch(module: SegmentationModule, batches: list[dict[str, torch.Tensor]]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The model's state dict before and after a real Lightning epoch on ``batches`` (batch size 2)."""
+    from torch.utils.data import DataLoader
+
+    before = {name: tensor.clone() for name, tensor in module.model.state_dict().items()}
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=2))
+    return before, module.model.state_dict()
+
+
 @pytest.mark.parametrize("freeze", [False, True], ids=["paper", "frozen"])
 def test_frozen_batchnorms_train_with_the_statistics_inference_uses(freeze: bool) -> None:
     """``freeze_batchnorm``: a real fit leaves every BatchNorm's running statistics as they
     were (training normalised with them, as inference does) while its scale and shift and
     the convolutions still learn; the paper's default updates them."""
     from torch import nn
-    from torch.utils.data import DataLoader
 
-    L.seed_everything(0, verbose=False)
-    generator = torch.Generator().manual_seed(0)
-    images = torch.randn(4, 2, 4, 32, 32, generator=generator) + 3.0  # far from the initial statistics (0, 1)
-    batches = [{"image": image, "mask": (image[:1] > 3.5).float()} for image in images]
+    batches = shifted_noise_batches()
     module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, freeze_batchnorm=freeze)
     norms = [m for m in module.model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     assert norms
-    before = {name: tensor.clone() for name, tensor in module.model.state_dict().items()}
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, enable_checkpointing=False)
-    trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=2))
-    after = module.model.state_dict()
+    before, after = fit_one_epoch(module, batches)
     statistics = [name for name in before if name.endswith(("running_mean", "running_var"))]
     moved = [name for name in statistics if not torch.equal(before[name], after[name])]
     assert bool(moved) != freeze, moved
@@ -115,19 +127,10 @@ def test_frozen_modules_keep_the_starting_weights_and_statistics_while_the_rest_
     """``frozen_modules`` (``--freeze-modules inc downs``: LambdaUNet's encoder): a real fit leaves
     every tensor of the frozen submodules, BatchNorm statistics included, exactly as it was and
     keeps them out of the optimiser, while the decoder learns; an unknown name is refused."""
-    from torch.utils.data import DataLoader
-
-    L.seed_everything(0, verbose=False)
-    generator = torch.Generator().manual_seed(0)
-    images = torch.randn(4, 2, 4, 32, 32, generator=generator) + 3.0
-    batches = [{"image": image, "mask": (image[:1] > 3.5).float()} for image in images]
+    batches = shifted_noise_batches()
     module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, optimizer="adamw",
                                 frozen_modules=("inc", "downs"))
-    before = {name: tensor.clone() for name, tensor in module.model.state_dict().items()}
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, enable_checkpointing=False)
-    trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=2))
-    after = module.model.state_dict()
+    before, after = fit_one_epoch(module, batches)
     frozen = [name for name in before if name.startswith(("inc.", "downs."))]
     assert frozen and all(torch.equal(before[name], after[name]) for name in frozen)
     assert any(not torch.equal(before[name], after[name]) for name in before if name.startswith("ups."))
