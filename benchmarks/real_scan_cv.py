@@ -178,7 +178,12 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         probability = np.asarray(segmentation.probability.array)
     seed = None
     if seed_package is not None:
-        seed = (np.asarray(segment_study(study, seed_package, device="cpu", tta=False).probability.array) >= SEED_THRESHOLD) & brain
+        try:
+            seed_probability = np.asarray(segment_study(study, seed_package, device="cpu", tta=False).probability.array)
+        except BadInputError as error:  # the seed package refuses the study: it seeds nothing, so nothing is kept
+            print(f"  {name}: seed package refused by segment_study ({error}); no seeds", flush=True)
+            seed_probability = np.zeros(brain.shape, dtype=np.float32)
+        seed = (seed_probability >= SEED_THRESHOLD) & brain
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),

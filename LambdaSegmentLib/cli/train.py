@@ -56,8 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="train with every BatchNorm in eval mode: its running statistics (e.g. of the --init-weights package) "
                             "normalise as at inference and are not updated; its scale and shift still learn")
     model.add_argument("--freeze-modules", nargs="+", default=[], metavar="NAME",
-                       help="the model's top-level submodules that do not train (e.g. LambdaUNet's encoder: inc downs): "
+                       help="the model's submodules that do not train, top-level or dotted (e.g. LambdaUNet's encoder: inc downs; "
+                            "its first two levels: inc downs.0): "
                             "no gradient, eval mode, so they keep the --init-weights package's weights and BatchNorm statistics")
+    model.add_argument("--frozen-statistics", choices=("keep", "update"), default="keep",
+                       help="the --freeze-modules BatchNorms' running statistics: keep (the --init-weights package's; default) "
+                            "or update (re-estimated on this run's windows, the frozen weights unchanged)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -182,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
             activation_checkpointing=args.activation_checkpointing,
             freeze_batchnorm=args.freeze_batchnorm,
             frozen_modules=tuple(args.freeze_modules),
+            frozen_statistics=args.frozen_statistics,
         )
     except ValueError as error:
         if str(error).startswith("cannot freeze"):  # an unknown --freeze-modules name; nothing written yet

@@ -74,11 +74,16 @@ class SegmentationModule(L.LightningModule):
             ``benchmarks/dropped_slice.py recalibrate``) and never updates them, so training
             computes what inference computes; their scale and shift still learn. The default
             (False) is the paper's: batch statistics in training, running ones at inference.
-        frozen_modules: names of the model's top-level submodules (e.g. ``("inc", "downs")``,
-            LambdaUNet's encoder) that do not train: their parameters get no gradient and stay
+        frozen_modules: names of the model's submodules, top-level or dotted paths (e.g.
+            ``("inc", "downs")``, LambdaUNet's encoder, or ``("inc", "downs.0")``, its two
+            highest-resolution levels) that do not train: their parameters get no gradient and stay
             out of the optimiser, and they stay in eval mode (their BatchNorms normalise with,
             and keep, the ``--init-weights`` package's statistics), so they compute exactly the
             starting package's features. Empty (the default): everything trains.
+        frozen_statistics: what ``frozen_modules``' BatchNorms do with their running statistics:
+            "keep" (the default: eval mode, as above) or "update" (train mode: they normalise with
+            batch statistics and re-estimate their running ones on this run's windows, while every
+            weight of the frozen modules stays fixed).
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -101,6 +106,7 @@ class SegmentationModule(L.LightningModule):
         optimizer: str = "rmsprop",
         freeze_batchnorm: bool = False,
         frozen_modules: Sequence[str] = (),
+        frozen_statistics: str = "keep",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -110,12 +116,18 @@ class SegmentationModule(L.LightningModule):
         self.loss_fn = make_loss(loss)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; available: {', '.join(OPTIMIZERS)}")
-        children = dict(self.model.named_children())
-        unknown = [name for name in frozen_modules if name not in children]
+        submodules = dict(self.model.named_modules())
+        unknown = [name for name in frozen_modules if not name or name not in submodules]
+        if frozen_statistics not in ("keep", "update"):
+            raise ValueError(f"frozen_statistics must be keep or update, not {frozen_statistics!r}")
         if unknown:
-            raise ValueError(f"cannot freeze {unknown}: {model_name}'s top-level submodules are {list(children)}")
+            children = [name for name, _ in self.model.named_children()]
+            raise ValueError(
+                f"cannot freeze {unknown}: {model_name}'s top-level submodules are {children} "
+                "(a dotted path such as downs.0 names one inside them)"
+            )
         for name in frozen_modules:
-            children[name].requires_grad_(False)
+            submodules[name].requires_grad_(False)
         if activation_checkpointing:
             apply_activation_checkpointing(self.model)
         # Lightning records each submodule's mode when fitting starts and restores it after
@@ -128,10 +140,10 @@ class SegmentationModule(L.LightningModule):
         if mode and self.hparams.get("freeze_batchnorm", False):
             for norm in batch_norms(self.model):
                 norm.eval()
-        if mode:
-            children = dict(self.model.named_children())
+        if mode and self.hparams.get("frozen_statistics", "keep") == "keep":
+            submodules = dict(self.model.named_modules())
             for name in self.hparams.get("frozen_modules", ()):
-                children[name].eval()
+                submodules[name].eval()
         return self
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:

@@ -140,3 +140,36 @@ def test_frozen_modules_keep_the_starting_weights_and_statistics_while_the_rest_
     assert not module.model.downs.training and module.model.ups.training
     with pytest.raises(ValueError, match=r"cannot freeze \['encoder'\]"):
         SegmentationModule("lambda_unet", TINY_MODEL, frozen_modules=("encoder",))
+    with pytest.raises(ValueError, match=r"cannot freeze \['downs.9'\]"):
+        SegmentationModule("lambda_unet", TINY_MODEL, frozen_modules=("downs.9",))
+
+
+def test_a_dotted_path_freezes_one_encoder_level_and_leaves_the_deeper_ones_training() -> None:
+    """``--freeze-modules inc downs.0``: only the stem and the first down level keep their
+    tensors; the deeper down levels, inside the same top-level ModuleList, still learn."""
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, optimizer="adamw",
+                                frozen_modules=("inc", "downs.0"))
+    before, after = fit_one_epoch(module, shifted_noise_batches())
+    frozen = [name for name in before if name.startswith(("inc.", "downs.0."))]
+    deeper = [name for name in before if name.startswith("downs.") and not name.startswith("downs.0.")]
+    assert frozen and all(torch.equal(before[name], after[name]) for name in frozen)
+    assert any(not torch.equal(before[name], after[name]) for name in deeper if name.endswith(".weight"))
+    module.train()
+    assert not module.model.downs[0].training and module.model.downs[1].training
+
+
+def test_frozen_modules_may_update_their_statistics_while_their_weights_stay() -> None:
+    """``frozen_statistics="update"``: the frozen encoder's weights stay bit-identical, but its
+    BatchNorms are in train mode and re-estimate their running statistics on the fit's windows."""
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, optimizer="adamw",
+                                frozen_modules=("inc", "downs"), frozen_statistics="update")
+    before, after = fit_one_epoch(module, shifted_noise_batches())
+    frozen = [name for name in before if name.startswith(("inc.", "downs."))]
+    statistics = [name for name in frozen if name.endswith(("running_mean", "running_var"))]
+    weights = [name for name in frozen if name not in statistics and not name.endswith("num_batches_tracked")]
+    assert weights and all(torch.equal(before[name], after[name]) for name in weights)
+    assert statistics and all(not torch.equal(before[name], after[name]) for name in statistics)
+    module.train()
+    assert module.model.downs.training
+    with pytest.raises(ValueError, match="frozen_statistics must be keep or update"):
+        SegmentationModule("lambda_unet", TINY_MODEL, frozen_modules=("inc",), frozen_statistics="adapt")
