@@ -804,6 +804,8 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             model=model.get("name", "?"), version=model.get("version", "?"), device=run.get("device", "?"),
             seconds=float(run.get("seconds", 0.0)), unit=describeAdcUnit(run.get("adc_unit_detected", "?")),
         )
+        if model.get("seed_network"):
+            runText += _("; lesions kept where seed network {seed} detects one").format(seed=model["seed_network"].get("name", "?"))
         if "UNTRAINED" in str(model.get("training_data", "")).upper():
             runText = _("UNTRAINED model, for plumbing only: the result means nothing. ") + runText
         return {

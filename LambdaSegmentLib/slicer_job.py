@@ -135,12 +135,7 @@ def segment_volumes(
 def result_info(study: Any, segmentation: Any, package: Any) -> dict[str, Any]:
     """What a run leaves beside its mask (JSON-ready): model, device, time, threshold, input facts."""
     return {
-        "model": {
-            "name": package.name,
-            "version": package.version,
-            "sha256": package.sha256,
-            "training_data": package.manifest.get("training_data"),
-        },
+        "model": package.identity(),
         "device": segmentation.device,
         "seconds": float(segmentation.seconds),
         "threshold": float(segmentation.threshold),

@@ -65,8 +65,9 @@ sys.path.insert(0, str(REPO))
 
 from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
+from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
-from LambdaSegmentLib.inference.postprocess import CONNECTIVITY_26, Components, PostProcessing, edge_depth_mm, find_components  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components  # noqa: E402
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
@@ -132,7 +133,7 @@ class Prepared:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
             probability = self.flipped_probability if flips else self.probability
             if self.seed is not None:
-                probability = seeded_probability(probability, threshold, self.brain, self.seed)
+                probability = keep_seeded_components(probability, threshold, self.brain, self.seed)
             self._components[flips, threshold, search_mm] = find_components(
                 probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
@@ -146,17 +147,10 @@ class Prepared:
         return self.components(settings.threshold, settings.test_time_flips, search_mm).mask(settings)
 
 
-def seeded_probability(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    """``probability`` with every component of ``(probability >= threshold) & brain`` (26-connected)
-    that holds no ``seed`` voxel set to 0: a second model (the seed package) must have detected
-    something inside a component for it to stay. All arrays (nk, nj, ni); seed bool."""
-    from scipy import ndimage
-
-    candidate = (probability >= threshold) & brain
-    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
-    seeded = np.zeros(count + 1, dtype=bool)  # index 0 (background) stays False: no seed voxel is labelled 0
-    seeded[labels[candidate & seed]] = True
-    return np.where(seeded[labels], probability, 0.0).astype(probability.dtype, copy=False)
+def network_probability(segmentation: Segmentation) -> np.ndarray:
+    """The package network's own probability: before its seed network's step, when it has one."""
+    volume = segmentation.probability if segmentation.unseeded_probability is None else segmentation.unseeded_probability
+    return np.asarray(volume.array)
 
 
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False,
@@ -165,9 +159,12 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed)."""
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
+    if seed_package is not None and package.seed is not None:
+        raise SystemExit(f"real_scan_cv: {package.directory} carries a seed network; give no --seed-packages for it")
+    seed = None
     try:
         segmentation = segment_study(study, package, device="cpu", tta=False)
-        flipped = np.asarray(segment_study(study, package, device="cpu", tta=True).probability.array) if flips else None
+        flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
         brain = brain_mask(study.dwi, method=package.brain_mask_method, foreground=study.foreground)
@@ -175,8 +172,9 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         flipped = probability if flips else None
     else:
         brain = np.asarray(segmentation.brain.array) != 0
-        probability = np.asarray(segmentation.probability.array)
-    seed = None
+        # the search re-applies a package's own seed network at each threshold it tries
+        probability = network_probability(segmentation)
+        seed = None if segmentation.seed is None else np.asarray(segmentation.seed.array) != 0
     if seed_package is not None:
         try:
             seed_probability = np.asarray(segment_study(study, seed_package, device="cpu", tta=False).probability.array)

@@ -10,6 +10,8 @@
 #                                     # (threshold, size, edge depth, contralateral check)
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
+#   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
+#                                     # package's seed network (scripts/attach_seed_network.py, threshold 0.5)
 #
 # Issue 13's ablation, a learned contralateral channel against the paper's two channels: the same
 # stage 2 (steps, seed, lr) with the input [eADC, DWI, dwi_asymmetry], from the same two-channel
@@ -160,8 +162,13 @@ case "$stage" in
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
+        if [[ -n ${SEED_FROM:-} ]]; then  # e.g. SEED_FROM=pretrain: that stage's package seeds the shipped one
+            "$PYTHON" scripts/attach_seed_network.py "$ship_from" "$RUNS/$SEED_FROM/pkg" --threshold 0.5
+        fi
         "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" "${STEPS[@]}"
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
+        rm -rf "$BUNDLED/seed"
+        [[ -d "$ship_from/seed" ]] && cp -r "$ship_from/seed" "$BUNDLED/seed"
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     wise)
         for fold in foldA foldB; do

@@ -123,6 +123,8 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     core = "n/a" if report["adc_core_ml"] is None else f"{report['adc_core_ml']:.2f} mL"
     doubtful = sum(1 for lesion in report["lesions"] if lesion["low_confidence"])
     flips = f", averaged over {len(segmentation.flips)} flips" if segmentation.tta else ""
+    if package.seed is not None:
+        flips += f", lesions kept where seed network {package.seed.name} {package.seed.version} detects one"
     print(
         f"{case}: infarct {report['infarct_volume_ml']:.2f} mL in {report['lesion_count']} lesion(s), "
         f"{doubtful} low-confidence; ADC core (ADC < 620e-6 mm2/s inside the infarct) {core} "

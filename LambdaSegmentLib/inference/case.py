@@ -140,12 +140,7 @@ def write_case_outputs(
         case=case,
         mask=segmentation.mask,
         sources=study.sources,
-        model={
-            "name": package.name,
-            "version": package.version,
-            "sha256": package.sha256,
-            "training_data": package.manifest.get("training_data"),
-        },
+        model=package.identity(),
         device=segmentation.device,
         seconds=segmentation.seconds,
         threshold=segmentation.threshold,

@@ -13,6 +13,10 @@ measured against float32 on a GPU in this project: ``benchmarks/inference_precis
 does that when run on a GPU machine); CPU and MPS run in float32. CPU inference is
 deterministic: no sampling, the same kernels for the same shapes.
 
+A package with a seed network (``package.py``) also runs that network, one plain pass, and
+keeps only the components of its own thresholded map that the seed network detects
+(``postprocess.keep_seeded_components``), before the manifest's post-processing.
+
 Test-time flips (off by default; ``tta=True``, or a manifest whose ``postprocessing`` says
 ``"test_time_flips": true``): the stack is also run mirrored along each in-plane axis
 (``tta_flips``), each output is mirrored back onto the unflipped stack, and the
@@ -43,7 +47,7 @@ from LambdaSegmentLib.preprocessing.prepare import PreparedInput
 from .devices import describe_device, resolve_device
 from .memory import bytes_per_slice, default_memory_budget_bytes, max_slices_per_pass, parameter_bytes
 from .package import ModelPackage, load_model_package
-from .postprocess import PostProcessing, postprocess
+from .postprocess import PostProcessing, keep_seeded_components, postprocess
 from .slabs import Slab, plan_slabs
 
 ANATOMICAL_AXES = ("left-right", "anterior-posterior", "superior-inferior")  # LPS x, y, z
@@ -76,6 +80,10 @@ class Segmentation:
         brain: 1 = brain, uint8, on the DWI grid (``preprocessing.brain_mask``); ``probability``
             and ``mask`` are 0 outside it.
         brain_mask_method: the method that made ``brain``.
+        seed: with a package that has a seed network, 1 where that network's probability
+            reaches its threshold inside the brain, uint8 on the DWI grid; else None.
+        unseeded_probability: with a seed network, the package network's probability before
+            :func:`postprocess.keep_seeded_components` (``probability`` is after it); else None.
     """
 
     probability: Volume
@@ -89,6 +97,8 @@ class Segmentation:
     disagreement: Volume | None = None
     brain: Volume | None = None
     brain_mask_method: str = "none"
+    seed: Volume | None = None
+    unseeded_probability: Volume | None = None
 
     @property
     def brain_volume_ml(self) -> float:
@@ -261,6 +271,10 @@ def segment_study(
             the manifest's ``postprocessing.test_time_flips`` (default off).
         uncertainty: also return the flips' disagreement (runs the flips; the mask still
             comes from the unflipped pass unless ``tta``).
+
+    A package with a seed network runs it too (one plain pass, whatever ``tta``): only the
+    components it detects are kept, and ``probability`` is 0 outside them
+    (``Segmentation.seed`` and ``unseeded_probability`` hold what that step saw).
     """
     from LambdaSegmentLib.preprocessing import prepare_input
     from LambdaSegmentLib.preprocessing.brain_mask import brain_mask
@@ -270,33 +284,49 @@ def segment_study(
     brain_mask_method = package.brain_mask_method
     brain = brain_mask(study.dwi, method=brain_mask_method, foreground=study.foreground)
     torch_device = resolve_device(device)
+    budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     prepared = prepare_input(study, package.manifest["preprocessing"])
     channels = np.asarray(prepared.channels, dtype=np.float32)
-    budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
-    model = inference_model(package.model, torch_device)
     tta = postprocessing_flips(package.manifest) if tta is None else bool(tta)
+    flips = tta_flips(prepared) if tta or uncertainty else [StackFlip("none", ())]
+    seed_run = None
+    if package.seed is not None:
+        seed_prepared = (prepared if package.seed.manifest["preprocessing"] == package.manifest["preprocessing"]
+                         else prepare_input(study, package.seed.manifest["preprocessing"]))
+        seed_channels = np.asarray(seed_prepared.channels, dtype=np.float32)
+        seed_run = (seed_prepared, seed_channels,
+                    plan_for_budget(package.seed.model, seed_channels.shape, package.seed.slice_receptive_radius, budget))
+    # one progress count over every pass: the package's network over each flip, then its seed network
+    own_passes = len(flips) * len(slabs)
+    total = own_passes + (len(seed_run[2]) if seed_run else 0)
+    own_progress = None if progress is None else (lambda done, _total: progress(done, total))
+    model = inference_model(package.model, torch_device)
     if tta or uncertainty:
-        flips = tta_flips(prepared)
         first, mean, spread = predict_over_flips(model, channels, flips, device=torch_device, slabs=slabs,
-                                                 progress=progress, precision=precision)
+                                                 progress=own_progress, precision=precision)
         probability = mean if tta else first
     else:
-        flips, spread = [StackFlip("none", ())], None
-        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=progress,
+        spread = None
+        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=own_progress,
                                           precision=precision)
-    non_finite = int(np.count_nonzero(~np.isfinite(probability)))
-    if non_finite:
-        # Never threshold NaN into a mask that looks like an answer.
-        raise BadInputError(
-            package.directory,
-            f"model {package.name} {package.version} produced {non_finite} non-finite or runaway outputs "
-            f"(NaN, or |logit| > {RUNAWAY_LOGIT:g}) on this study; its weights are unusable here",
-        )
+    refuse_non_finite(probability, package)
     probability_volume = prepared.to_dwi_grid(probability)
     values = np.where(brain, np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0), np.float32(0.0))
     probability_volume = probability_volume.with_array(values)
     settings = PostProcessing.from_manifest(package.manifest)
+    seed_volume = unseeded = None
+    if seed_run is not None:
+        seed_prepared, seed_channels, seed_slabs = seed_run
+        seed_progress = None if progress is None else (lambda done, _total: progress(own_passes + done, total))
+        seed_probability = predict_probability(inference_model(package.seed.model, torch_device), seed_channels,
+                                               device=torch_device, slabs=seed_slabs, progress=seed_progress,
+                                               precision=precision)
+        refuse_non_finite(seed_probability, package.seed)
+        seed = (np.asarray(seed_prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
+        seed_volume = study.dwi.with_array(seed.astype(np.uint8))
+        unseeded = probability_volume
+        probability_volume = unseeded.with_array(keep_seeded_components(values, settings.threshold, brain, seed))
     mask = postprocess(probability_volume, study.dwi, brain, settings)
     disagreement = prepared.to_dwi_grid(spread) if uncertainty and spread is not None else None
     if disagreement is not None:
@@ -313,4 +343,18 @@ def segment_study(
         disagreement=disagreement,
         brain=study.dwi.with_array(brain.astype(np.uint8)),
         brain_mask_method=brain_mask_method,
+        seed=seed_volume,
+        unseeded_probability=unseeded,
     )
+
+
+def refuse_non_finite(probability: np.ndarray, package: ModelPackage) -> None:
+    """BadInputError naming ``package`` when its network left NaN (non-finite or runaway logits):
+    never threshold NaN into a mask that looks like an answer."""
+    non_finite = int(np.count_nonzero(~np.isfinite(probability)))
+    if non_finite:
+        raise BadInputError(
+            package.directory,
+            f"model {package.name} {package.version} produced {non_finite} non-finite or runaway outputs "
+            f"(NaN, or |logit| > {RUNAWAY_LOGIT:g}) on this study; its weights are unusable here",
+        )

@@ -15,6 +15,12 @@ manifest (nnU-Net "plans" style) carries everything inference must re-apply exac
 - optional ``low_confidence_mean_probability`` (with ``low_confidence_rule``, how it was chosen):
   lesions whose mean probability is below it are flagged for review
 - optional ``postprocessing``: ``{"test_time_flips": true}`` turns flip TTA on by default
+- optional ``seed_network``: ``{"directory": "seed", "threshold": 0.5, "weights_sha256": ...}``,
+  a second package inside this one (a sub-directory with its own manifest and weights). A
+  component of this package's thresholded map is kept only if the seed network's probability
+  reaches ``threshold`` somewhere inside it (``postprocess.keep_seeded_components``). Its
+  weights' SHA-256 is recorded here as well as in its own manifest, so that neither network can
+  be swapped without the package refusing to load; a seed network has no seed network.
 
 Loading never unpickles arbitrary objects (``torch.load(weights_only=True)``) and
 refuses weights whose SHA-256 differs from the manifest's.
@@ -40,6 +46,7 @@ MANIFEST_FILE = "manifest.json"
 DEFAULT_WEIGHTS_FILE = "weights.pt"
 BUNDLED_PACKAGE = Path(__file__).resolve().parents[1] / "resources" / "models" / "lambdaunet-dwi"
 REQUIRED_KEYS = ("name", "version", "architecture", "preprocessing", "threshold", "weights_file", "weights_sha256")
+SEED_NETWORK_KEYS = ("directory", "threshold", "weights_sha256")
 
 
 @dataclass(frozen=True)
@@ -51,12 +58,14 @@ class ModelPackage:
         manifest: the manifest as read from ``manifest.json``.
         sha256: SHA-256 (hex) of the weights file, verified against the manifest.
         directory: where the package was read from.
+        seed: the manifest's ``seed_network``, loaded and verified; None when it has none.
     """
 
     model: nn.Module
     manifest: dict[str, Any]
     sha256: str
     directory: Path
+    seed: "ModelPackage | None" = None
 
     @property
     def name(self) -> str:
@@ -69,6 +78,21 @@ class ModelPackage:
     @property
     def threshold(self) -> float:
         return float(self.manifest["threshold"])
+
+    @property
+    def seed_threshold(self) -> float | None:
+        """Probability at or above which the seed network detects a lesion; None without one."""
+        return None if self.seed is None else float(self.manifest["seed_network"]["threshold"])
+
+    def identity(self) -> dict[str, Any]:
+        """What a report records of the package: name, version, SHA-256, training data, and
+        the same of its seed network (with its threshold) when it has one."""
+        identity = {"name": self.name, "version": self.version, "sha256": self.sha256,
+                    "training_data": self.manifest.get("training_data")}
+        if self.seed is not None:
+            identity["seed_network"] = {"name": self.seed.name, "version": self.seed.version, "sha256": self.seed.sha256,
+                                        "threshold": self.seed_threshold}
+        return identity
 
     @property
     def low_confidence_below(self) -> float | None:
@@ -160,11 +184,33 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         PostProcessing.from_manifest(manifest)
     except (TypeError, ValueError) as error:
         raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
+    if "seed_network" in manifest:
+        problem = seed_network_problem(manifest["seed_network"])
+        if problem:
+            raise BadInputError(path, f"model manifest's seed_network is invalid: {problem}")
     return manifest
 
 
-def load_model_package(directory: str | Path | None = None) -> ModelPackage:
-    """Load and verify a model package; ``None`` loads the bundled one.
+def seed_network_problem(block: Any) -> str | None:
+    """What is wrong with a manifest's ``seed_network`` block, or None when it is well formed."""
+    if not isinstance(block, dict) or sorted(block) != sorted(SEED_NETWORK_KEYS):
+        return f"it must be an object with exactly {', '.join(SEED_NETWORK_KEYS)}"
+    directory = block["directory"]
+    if not isinstance(directory, str) or not directory or Path(directory).is_absolute() or len(Path(directory).parts) != 1 \
+            or directory in (".", ".."):
+        return f"directory must name a sub-directory of the package, not {directory!r}"
+    threshold = block["threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) <= 1.0:
+        return f"threshold must be a probability in (0, 1], not {threshold!r}"
+    digest = block["weights_sha256"]
+    if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        return "weights_sha256 must be 64 hexadecimal digits"
+    return None
+
+
+def load_model_package(directory: str | Path | None = None, *, seed_network: bool = True) -> ModelPackage:
+    """Load and verify a model package; ``None`` loads the bundled one. With ``seed_network``
+    False its own network alone is loaded (``seed`` None), e.g. to replace a broken seed network.
 
     Raises BadInputError when the directory or manifest is missing, the weights' SHA-256
     differs from the manifest's (both hashes named), the file is not a loadable state
@@ -201,4 +247,62 @@ def load_model_package(directory: str | Path | None = None) -> ModelPackage:
     model.eval()
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    return ModelPackage(model=model, manifest=manifest, sha256=actual, directory=directory)
+    seed = load_seed_network(directory, manifest["seed_network"]) if seed_network and "seed_network" in manifest else None
+    return ModelPackage(model=model, manifest=manifest, sha256=actual, directory=directory, seed=seed)
+
+
+def load_seed_network(directory: Path, block: dict[str, Any]) -> ModelPackage:
+    """The seed network a package's manifest names (``block``, already validated), verified
+    against both its own manifest and the package's record of its weights."""
+    seed_directory = directory / str(block["directory"])
+    if not seed_directory.is_dir():
+        raise BadInputError(seed_directory, "the seed network directory named by the model manifest's seed_network not found")
+    seed = load_model_package(seed_directory)
+    if seed.seed is not None:
+        raise BadInputError(seed_directory / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
+    expected = str(block["weights_sha256"]).lower()
+    if seed.sha256 != expected:
+        raise BadInputError(
+            seed_directory / str(seed.manifest["weights_file"]),
+            f"SHA-256 {seed.sha256} differs from the {expected} that {directory / MANIFEST_FILE} records for its seed network; refusing it",
+        )
+    return seed
+
+
+def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold: float, *, subdirectory: str = "seed") -> dict[str, Any]:
+    """Copy the package in ``seed_dir`` into ``package_dir/subdirectory`` and record it as the
+    package's ``seed_network`` at ``threshold``; returns the new manifest.
+
+    Both packages are loaded and verified first (a seed with a seed of its own is refused) and
+    an existing seed network is replaced. The manifest is replaced atomically, last: a package
+    interrupted before that loads as it did without a seed network, or, if it had one, is
+    refused on load (its recorded SHA-256 no longer matches), never silently seeded by another.
+    """
+    import shutil
+
+    package_dir = Path(package_dir)
+    package = load_model_package(package_dir, seed_network=False)  # a broken seed network may be replaced
+    seed = load_model_package(seed_dir)
+    if seed.seed is not None:
+        raise BadInputError(Path(seed_dir) / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
+    block = {"directory": subdirectory, "threshold": float(threshold), "weights_sha256": seed.sha256}
+    problem = seed_network_problem(block)
+    if problem:
+        raise ValueError(problem)
+    target = package_dir / subdirectory
+    if target.resolve() == Path(seed_dir).resolve():
+        raise ValueError(f"{seed_dir} is already the package's {subdirectory!r} directory")
+    staging = package_dir / f".{subdirectory}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    for name in (MANIFEST_FILE, str(seed.manifest["weights_file"])):
+        shutil.copy2(Path(seed_dir) / name, staging / name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    manifest = dict(package.manifest, seed_network=block)
+    manifest_path = package_dir / MANIFEST_FILE
+    temporary = manifest_path.with_name(MANIFEST_FILE + ".partial")
+    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    temporary.replace(manifest_path)
+    load_model_package(package_dir)  # the result loads and verifies
+    return manifest

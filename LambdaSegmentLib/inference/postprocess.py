@@ -15,6 +15,9 @@ order, on the 26-connected components of ``probability >= threshold`` inside the
    within that in-plane radius of its mirror partner (``symmetry.contralateral_search``): a
    bilateral rim that is not an exact mirror image still finds its bright partner.
 
+A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
+network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
+
 A setting of ``None`` (or 0 for the sizes) turns its step off; a package without a
 ``postprocessing`` block gets the threshold alone, as before. ``test_time_flips`` turns the
 engine's flip averaging on by default (``engine.tta_flips``).
@@ -154,6 +157,30 @@ def find_components(
     else:
         ratio = np.full(count, np.nan)
     return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio)
+
+
+def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """``probability`` with every 26-connected component of ``(probability >= threshold) & brain``
+    that holds no ``seed`` voxel set to 0, and 0 outside the kept components.
+
+    The seed is where a second network (a package's ``seed_network``) detects a lesion: a
+    component is kept whole when that network found any part of it, so a specific seed network
+    decides *whether* there is a lesion and the package's own network *how far* it reaches.
+
+    Args:
+        probability: float (nk, nj, ni) in [0, 1].
+        threshold: the package's threshold (the components are those the mask is cut from).
+        brain: bool (nk, nj, ni).
+        seed: bool (nk, nj, ni).
+
+    Returns:
+        float (nk, nj, ni), ``probability``'s dtype: unchanged inside kept components, else 0.
+    """
+    candidate = (np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool)
+    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
+    seeded = np.zeros(count + 1, dtype=bool)  # index 0 (background) stays False: no seed voxel is labelled 0
+    seeded[labels[candidate & np.asarray(seed, dtype=bool)]] = True
+    return np.where(seeded[labels], probability, 0.0).astype(probability.dtype, copy=False)
 
 
 def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: PostProcessing) -> Volume:

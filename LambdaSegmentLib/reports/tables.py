@@ -82,6 +82,8 @@ def report_row(report: Mapping[str, Any]) -> dict[str, str]:
         "model_name": str(report["model"]["name"]),
         "model_version": str(report["model"]["version"]),
         "model_sha256": str(report["model"]["sha256"]),
+        # empty for a package without a seed network (every package before issue 13's seeded recipe)
+        "seed_network_sha256": str(report["model"].get("seed_network", {}).get("sha256", "")),
         "device": report["device"],
         "seconds": f"{report['seconds']:.3f}",
     }

@@ -234,3 +234,28 @@ def test_dicom_folders_are_accepted_where_files_are(model_dir: Path, tmp_path: P
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["input"]["adc_unit_detected"] == "1e-6 mm2/s"
     assert all(entry["sha256"] and len(entry["sha256"]) == 64 for entry in report["input_files"])
+
+
+def test_a_package_with_a_seed_network_says_so_and_its_report_records_both_networks(
+    axial_study: StudyFiles, model_dir: Path, tmp_path: Path
+) -> None:
+    """A seeded package (issue 13's stage-1 seeds) through the CLI: the line says which seed
+    network decided, and the report's JSON and CSV record its SHA-256 beside the package's."""
+    from LambdaSegmentLib.inference.package import attach_seed_network
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+    import shutil
+
+    seeded = shutil.copytree(model_dir, tmp_path / "seeded")
+    seed_dir = save_untrained_package(tmp_path / "stage1", seed=1)
+    attach_seed_network(seeded, seed_dir, 0.5)
+    report_path = tmp_path / "out" / "case.json"
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "out" / "mask.nii.gz",
+                           "--report", report_path, "--model", seeded, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    seed = load_model_package(seed_dir)
+    assert f"lesions kept where seed network {seed.name} {seed.version} detects one" in result.stdout
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["model"]["sha256"] == load_model_package(model_dir).sha256
+    assert report["model"]["seed_network"] == {"name": seed.name, "version": seed.version, "sha256": seed.sha256, "threshold": 0.5}
+    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
+        assert next(csv.DictReader(stream))["seed_network_sha256"] == seed.sha256

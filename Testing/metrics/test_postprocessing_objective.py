@@ -77,25 +77,3 @@ def test_the_search_on_synthetic_studies_alone_ignores_the_real_case(cv) -> None
     alone, value = cv.choose([], [synthetic], ("threshold",), "dice")
     assert with_case.threshold == 0.7
     assert alone.threshold == 0.3 and value == pytest.approx(1.0)
-
-
-def test_seeding_keeps_whole_components_that_hold_a_seed_voxel_and_nothing_else(cv) -> None:
-    probability = np.zeros((3, 10, 10), dtype=np.float32)
-    probability[1, 1:4, 1:4] = 0.9   # a core ...
-    probability[1, 4:7, 1:4] = 0.55  # ... and its periphery: one component at 0.5
-    probability[1, 1:3, 7:9] = 0.95  # a confident component no seed touches (a rim)
-    probability[0, 8, 8] = 0.4       # below the threshold: untouched
-    seed = np.zeros(probability.shape, dtype=bool)
-    seed[1, 2, 2] = True  # the seed package found the core's centre
-    seed[2, 0, 0] = True  # a seed outside every component keeps nothing
-    brain = np.ones(probability.shape, dtype=bool)
-
-    seeded = cv.seeded_probability(probability, 0.5, brain, seed)
-
-    kept = seeded >= 0.5
-    np.testing.assert_array_equal(kept, lesion(probability.shape, np.s_[1, 1:7, 1:4]))  # core and its periphery
-    np.testing.assert_array_equal(seeded[kept], probability[kept])  # probabilities unchanged where kept
-    assert seeded[0, 8, 8] == 0.0 and seeded.dtype == probability.dtype
-    # a lower threshold joins more into a component: the seed's component then grows with it
-    probability[1, 3, 4:7] = 0.45
-    assert (cv.seeded_probability(probability, 0.4, brain, seed) >= 0.4)[1, 1:3, 7:9].all()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, postprocess
+from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, keep_seeded_components, postprocess
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
 from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
@@ -162,3 +162,31 @@ def test_a_package_with_a_bad_postprocessing_block_is_refused_naming_its_manifes
     (package / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInputError, match="manifest.json.*post-processing is invalid"):
         load_model_package(package)
+
+
+def box(shape: tuple[int, int, int], where: tuple[slice, ...]) -> np.ndarray:
+    mask = np.zeros(shape, dtype=bool)
+    mask[where] = True
+    return mask
+
+
+def test_seeding_keeps_whole_components_that_hold_a_seed_voxel_and_nothing_else() -> None:
+    probability = np.zeros((3, 10, 10), dtype=np.float32)
+    probability[1, 1:4, 1:4] = 0.9   # a core ...
+    probability[1, 4:7, 1:4] = 0.55  # ... and its periphery: one component at 0.5
+    probability[1, 1:3, 7:9] = 0.95  # a confident component no seed touches (a rim)
+    probability[0, 8, 8] = 0.4       # below the threshold: in no component, so 0
+    seed = np.zeros(probability.shape, dtype=bool)
+    seed[1, 2, 2] = True  # the seed package found the core's centre
+    seed[2, 0, 0] = True  # a seed outside every component keeps nothing
+    brain = np.ones(probability.shape, dtype=bool)
+
+    seeded = keep_seeded_components(probability, 0.5, brain, seed)
+
+    kept = seeded >= 0.5
+    np.testing.assert_array_equal(kept, box(probability.shape, np.s_[1, 1:7, 1:4]))  # core and its periphery
+    np.testing.assert_array_equal(seeded[kept], probability[kept])  # probabilities unchanged where kept
+    assert seeded[0, 8, 8] == 0.0 and seeded.dtype == probability.dtype
+    # a lower threshold joins more into a component: the seed's component then grows with it
+    probability[1, 3, 4:7] = 0.45
+    assert (keep_seeded_components(probability, 0.4, brain, seed) >= 0.4)[1, 1:3, 7:9].all()

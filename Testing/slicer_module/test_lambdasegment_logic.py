@@ -67,6 +67,27 @@ def test_the_segment_holds_exactly_the_librarys_mask_and_the_same_ml(logic, stud
     assert volume_ml == pytest.approx(lesion_volume_ml(expected.mask), rel=1e-12)
 
 
+def test_a_seeded_package_gives_the_segment_the_librarys_seeded_mask_and_says_so(logic, study, untrained_package, tmp_path):
+    """A package with a seed network (issue 13's stage-1 seeds): the Slicer module runs exactly
+    what the library runs (both networks), and its run line names the seed network."""
+    import shutil
+
+    from LambdaSegmentLib.inference.package import attach_seed_network
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+
+    seeded = shutil.copytree(untrained_package, tmp_path / "seeded")
+    attach_seed_network(seeded, save_untrained_package(tmp_path / "stage1", seed=1), 0.5)
+    logic.modelPackageDir = str(seeded)
+    dwi, adc, _visit = study
+    node, volume_ml = logic.segmentStroke(dwi, adc, device="cpu")
+    _study, expected, package = segment_volumes(volume_from_node(dwi), volume_from_node(adc), package_dir=seeded)
+    assert expected.seed is not None and package.seed is not None
+    assert np.array_equal(segment_mask_on_grid(node, "Infarct", dwi).array, expected.mask.array)
+    assert volume_ml == pytest.approx(lesion_volume_ml(expected.mask), rel=1e-12)
+    summary = logic.resultSummary(node)
+    assert f"seed network {package.seed.name}" in summary["run_text"]
+
+
 def test_the_result_is_shown_over_the_dwi_and_placed_beside_it(logic, study, mrml):
     dwi, adc, visit = study
     node, _ml = logic.segmentStroke(dwi, adc, device="cpu")
