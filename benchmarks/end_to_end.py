@@ -14,6 +14,9 @@ a busy machine the honest measure of the work), the segmentation time the CLI re
 (``report.json`` ``seconds``: preprocessing, inference, back to the DWI grid), peak RSS
 and a SHA-256 of the mask's voxels and geometry (identical masks, identical digests).
 
+``--compare-model DIR`` runs another package (e.g. the same one with a seed network) right
+after ``--model``'s run in every repeat, so the two are timed side by side under the same load.
+
 ``--stages`` adds one more fresh process that runs the same ``lambdasegment segment``
 in-process with a timer around each stage (imports, reading, brain mask, preprocessing,
 model copy, forward, the contralateral registration, writing, report, figure): where the
@@ -102,7 +105,9 @@ def model_choice(given: str | None, scratch: Path) -> tuple[Path | None, str]:
         untrained = " UNTRAINED" if "UNTRAINED" in str(manifest.get("training_data", "")).upper() else ""
         return Path(given), (f"--model {given}:{untrained} {manifest['name']} {manifest['version']} (weights SHA-256 "
                              f"{manifest['weights_sha256'][:12]}), {json.dumps(manifest['architecture'])}, "
-                             f"preprocessing {json.dumps(manifest['preprocessing'])}")
+                             f"preprocessing {json.dumps(manifest['preprocessing'])}"
+                             + (f", seed network {manifest['seed_network']['directory']}/ (weights SHA-256 "
+                                f"{manifest['seed_network']['weights_sha256'][:12]})" if "seed_network" in manifest else ""))
     from harness import BUNDLED_MANIFEST
 
     if BUNDLED_MANIFEST.exists():
@@ -245,6 +250,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--compare-model", action="append", default=[], metavar="DIR",
+                        help="another model package, run in every repeat right after --model's run, so both see the "
+                             "same machine load (e.g. the same package with a seed network); repeatable")
     parser.add_argument("--stages", action="store_true", help="also one in-process run timing each stage")
     parser.add_argument("--output", default=str(RESULTS / "end_to_end_cpu"), help="table stem (.md and .csv)")
     parser.add_argument("--stages-child", default=None, help=argparse.SUPPRESS)
@@ -262,17 +270,19 @@ def main() -> None:
         scratch = Path(scratch_name)
         dwi, adc = write_study(scratch, args.slices, args.size, args.in_plane_mm)
         model_dir, model_label = model_choice(args.model, scratch)
+        models = [(model_dir, "model")] + [(Path(d), f"compare {n + 1}") for n, d in enumerate(args.compare_model)]
         for repeat in range(args.repeats):
-            out = scratch / f"run{repeat}"
-            load = os.getloadavg()[0]
-            row = {"repeat": repeat, "study": f"{args.slices}x{args.size}x{args.size} @ {args.in_plane_mm:g} mm", "load_1min": load,
-                   **timed_run([executable, *segment_command(dwi, adc, out, model_dir, args.device)], env)}
-            if row["exit_code"] == 0:
-                report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-                row.update(segmentation_seconds=report["seconds"], mask_sha256=mask_digest(out / "mask.nii.gz"),
-                           outputs=sorted(p.name for p in out.glob("*")))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            for which, (directory, name) in enumerate(models):
+                out = scratch / f"run{repeat}-{which}"
+                load = os.getloadavg()[0]
+                row = {"repeat": repeat, "model": name, "study": f"{args.slices}x{args.size}x{args.size} @ {args.in_plane_mm:g} mm",
+                       "load_1min": load, **timed_run([executable, *segment_command(dwi, adc, out, directory, args.device)], env)}
+                if row["exit_code"] == 0:
+                    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+                    row.update(segmentation_seconds=report["seconds"], mask_sha256=mask_digest(out / "mask.nii.gz"),
+                               outputs=sorted(p.name for p in out.glob("*")))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
         if args.stages:
             out = scratch / "stages"
             stage_rows, _ = run_stages(segment_command(dwi, adc, out, model_dir, args.device), env)
@@ -281,11 +291,12 @@ def main() -> None:
     header = machine_header("End to end: lambdasegment segment (read, preprocess, infer, write, report)",
                             invocation(),
                             {"threads": args.threads, "device": args.device, "model": model_label,
+                             **{f"compare {n + 1}": model_choice(d, Path("."))[1] for n, d in enumerate(args.compare_model)},
                              **({"PYTHONPATH (code under test)": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
                              "note": "seconds = wall time of a fresh CLI process (Python and torch imports included); "
                                      "cpu = its user + system CPU seconds; segmentation = report.json seconds "
                                      "(preprocess, infer, back to the DWI grid)"})
-    columns = [("repeat", "repeat"), ("study", "study"), ("exit_code", "exit"), ("seconds", "seconds"),
+    columns = [("repeat", "repeat"), ("model", "model"), ("study", "study"), ("exit_code", "exit"), ("seconds", "seconds"),
                ("cpu_seconds", "cpu s"), ("segmentation_seconds", "segmentation s"), ("peak_rss_gib", "peak RSS GiB"),
                ("load_1min", "load 1-min"), ("mask_sha256", "mask SHA-256 (voxels+grid)"), ("outputs", "outputs")]
     write_tables(rows, columns, Path(args.output), header)
