@@ -29,8 +29,10 @@ from LambdaSegmentLib.inference.package import save_model_package
 
 from . import recipe
 
-#: Manifest keys chosen for the fine-tuned model's outputs; they do not describe the average.
-_CHOSEN_FOR_OUTPUTS = ("postprocessing", "postprocessing_choice", "low_confidence_mean_probability", "low_confidence_rule")
+#: Manifest keys chosen for the fine-tuned model's outputs; they do not describe the average
+#: (nor is a seed network's sub-directory copied: attach one again, scripts/attach_seed_network.py).
+_CHOSEN_FOR_OUTPUTS = ("postprocessing", "postprocessing_choice", "low_confidence_mean_probability", "low_confidence_rule",
+                       "seed_network")
 
 
 def interpolate_states(

@@ -30,7 +30,8 @@ def test_the_bundled_package_loads_and_its_weights_match_the_manifest_and_the_mo
     weights = BUNDLED_PACKAGE / package.manifest["weights_file"]
     assert sha256_of_file(weights) == package.sha256 == package.manifest["weights_sha256"]
     card_hashes = set(re.findall(r"SHA-256 `([0-9a-f]{64})`", MODEL_CARD.read_text(encoding="utf-8")))
-    assert card_hashes == {package.sha256}, "docs/MODEL_CARD.md must name the shipped weights' SHA-256"
+    shipped = {package.sha256} | ({package.seed.sha256} if package.seed is not None else set())
+    assert card_hashes == shipped, "docs/MODEL_CARD.md must name the shipped weights' SHA-256 (and its seed network's)"
     assert package.manifest["architecture"]["name"] == "lambda_unet"
     assert package.slice_receptive_radius == 8  # four down blocks of two Lambda+ (T = 3) each
     assert "UNTRAINED" not in str(package.manifest.get("training_data", "")).upper()

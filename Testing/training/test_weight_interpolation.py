@@ -86,6 +86,16 @@ def test_the_manifest_records_both_packages_and_drops_what_was_chosen_for_the_fi
     load_model_package(out)  # SHA-256 verified, weights fit the architecture
 
 
+def test_a_finetune_with_a_seed_network_interpolates_to_a_package_without_one(tmp_path, start_and_finetuned):
+    from LambdaSegmentLib.inference.package import attach_seed_network
+
+    start, finetuned = start_and_finetuned
+    attach_seed_network(finetuned, start, 0.5)
+    out = interpolate_packages(start, finetuned, 0.5, tmp_path / "half")
+    assert "seed_network" not in json.loads((out / "manifest.json").read_text()) and not (out / "seed").exists()
+    assert load_model_package(out).seed is None
+
+
 def test_packages_of_different_models_are_refused_naming_the_finetune(tmp_path, start_and_finetuned):
     start, _ = start_and_finetuned
     other = save_untrained_package(tmp_path / "other", seed=1, config={**SMALL_LAMBDA_UNET, "widths": [8, 16, 64]})
