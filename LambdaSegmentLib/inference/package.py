@@ -280,6 +280,8 @@ def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold
     """
     import shutil
 
+    from LambdaSegmentLib.reports import write_text_atomically
+
     package_dir = Path(package_dir)
     package = load_model_package(package_dir, seed_network=False)  # a broken seed network may be replaced
     seed = load_model_package(seed_dir)
@@ -300,9 +302,6 @@ def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     manifest = dict(package.manifest, seed_network=block)
-    manifest_path = package_dir / MANIFEST_FILE
-    temporary = manifest_path.with_name(MANIFEST_FILE + ".partial")
-    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    temporary.replace(manifest_path)
+    write_text_atomically(json.dumps(manifest, indent=2, sort_keys=False) + "\n", package_dir / MANIFEST_FILE, overwrite=True)
     load_model_package(package_dir)  # the result loads and verifies
     return manifest
