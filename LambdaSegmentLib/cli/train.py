@@ -62,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--frozen-statistics", choices=("keep", "update"), default="keep",
                        help="the --freeze-modules BatchNorms' running statistics: keep (the --init-weights package's; default) "
                             "or update (re-estimated on this run's windows, the frozen weights unchanged)")
+    model.add_argument("--precise-batchnorm", type=int, default=0, metavar="N",
+                       help="after training, re-estimate the running statistics of every BatchNorm that trained as an equal-weight "
+                            "average over N fresh batches of the training distribution (the epochs after the last; "
+                            "training/precise_batchnorm.py); 0: keep the moving averages training left (default)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -119,6 +123,32 @@ def _devices(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
 
+def _precise_batchnorm(module: Any, datamodule: Any, batches: int, workers: int) -> dict[str, Any]:
+    """Re-estimate ``module``'s training BatchNorms on ``batches`` batches of the windows of the
+    epochs after every epoch training was served (the same distribution, never trained on);
+    returns the manifest's record of it."""
+    from torch.utils.data import DataLoader
+
+    from LambdaSegmentLib.training.precise_batchnorm import reestimate_batchnorm
+
+    first = max(1, datamodule.epochs_served)
+    epochs: list[int] = []
+
+    def images() -> Any:
+        epoch = first
+        while True:
+            epochs.append(epoch)
+            loader = DataLoader(datamodule.train_dataset(epoch), batch_size=datamodule.batch_size, shuffle=False, num_workers=workers)
+            for batch in loader:
+                yield batch["image"].to(module.device)
+            epoch += 1
+
+    module.train()  # the train/eval state it trained in: frozen BatchNorms stay in eval mode
+    count = reestimate_batchnorm(module, images(), batches)
+    return {"batches": batches, "batch_norms": count, "epochs": [epochs[0], epochs[-1]],
+            "how": "cumulative average over fresh training-distribution batches (training/precise_batchnorm.py)"}
+
+
 def run(args: argparse.Namespace) -> int:
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
@@ -143,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(None, "no training data: give --data DIR, --synthetic N and/or --real-backgrounds DIR --real-background-studies N")
     if bool(args.real_backgrounds) != (args.real_background_studies > 0):
         raise BadInputError("--real-backgrounds", "give the folders and --real-background-studies N > 0 together")
+    if args.precise_batchnorm < 0:
+        raise BadInputError("--precise-batchnorm", f"must be a number of batches >= 0, got {args.precise_batchnorm}")
     if args.carve_probability > 0 and not args.real_backgrounds:
         raise BadInputError("--carve-probability", "needs --real-backgrounds DIR: the carved lesions are those cases' expert lesions")
     if args.carve_probability > 0 and args.synthetic <= 0:
@@ -249,6 +281,10 @@ def run(args: argparse.Namespace) -> int:
             state["checkpoint"] = Path(best_path).name
         else:
             best = module
+        if args.precise_batchnorm > 0:
+            state["precise_batchnorm"] = _precise_batchnorm(best, datamodule, args.precise_batchnorm, args.workers)
+            print(f"precise BatchNorm: {state['precise_batchnorm']['batch_norms']} BatchNorms re-estimated on "
+                  f"{args.precise_batchnorm} batches", file=sys.stderr, flush=True)
         export_package(best, manifest(best, state), output, fp16=args.fp16)
         print(f"model package: {output}")
     return 0
