@@ -143,9 +143,11 @@ def _precise_batchnorm(module: Any, datamodule: Any, batches: int, workers: int)
                 yield batch["image"].to(module.device)
             epoch += 1
 
+    started = time.monotonic()
     module.train()  # the train/eval state it trained in: frozen BatchNorms stay in eval mode
     count = reestimate_batchnorm(module, images(), batches)
     return {"batches": batches, "batch_norms": count, "epochs": [epochs[0], epochs[-1]],
+            "seconds": round(time.monotonic() - started, 1),
             "how": "cumulative average over fresh training-distribution batches (training/precise_batchnorm.py)"}
 
 

@@ -11,7 +11,8 @@ BatchNorm*, 2021) removes that noise without touching a learned weight.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from itertools import islice
+from typing import Iterable
 
 import torch
 from torch import nn
@@ -49,7 +50,7 @@ def reestimate_batchnorm(model: nn.Module, images: Iterable[torch.Tensor], batch
     seen = 0
     try:
         with torch.no_grad():
-            for image in _first(images, batches):
+            for image in islice(images, batches):  # never draws a batch beyond the last
                 model(image)
                 seen += 1
     finally:
@@ -60,9 +61,3 @@ def reestimate_batchnorm(model: nn.Module, images: Iterable[torch.Tensor], batch
         raise ValueError(f"precise BatchNorm asked for {batches} batches but the data gave {seen}")
     return len(norms)
 
-
-def _first(images: Iterable[torch.Tensor], count: int) -> Iterator[torch.Tensor]:
-    for index, image in enumerate(images):
-        if index >= count:
-            return
-        yield image
