@@ -15,7 +15,8 @@ threshold 0.5 (``none``), or chosen by a grid search on the fold's own case
 engine's test-time flips, averaged over 3 passes, against the plain pass). The choice maximises, fixed in
 advance, the mean of (a) the fold case's score, native and as 6 mm slabs, and (b) the
 mean score of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
-default ranges); (b) keeps one case from dictating the rule. ``--search-data synthetic``
+default ranges, or with ``--validation-synthesis JSON``'s generator options on top: these
+studies only, never the ``--synthetic`` scoring studies); (b) keeps one case from dictating the rule. ``--search-data synthetic``
 drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
 (``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
 three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
@@ -79,6 +80,7 @@ CASES = {"0001": "sub-strokecase0001", "0003": "sub-strokecase0003"}
 FOLDS = {"A": ("0001", "0003"), "B": ("0003", "0001")}  # fold: (case it may use, held-out case)
 OUT = REPO / "benchmarks" / "results" / "real_scan_cv"
 SYNTHETIC_VALIDATION_SEEDS = range(32_000_000, 32_000_012)
+VALIDATION_RANGES: dict[str, Any] = {"skull_stripped": True}  # the validation studies' fixed options
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
 # whole-territory infarcts (a plain territorial lesion stops at its one JHU territory, 10-25 mL,
@@ -197,6 +199,43 @@ def load_real(case: str, thick: bool) -> tuple[Study, np.ndarray]:
     if thick:
         study, truth = thick_slice_study(study, truth, 3)
     return study, np.asarray(truth.array) != 0
+
+
+def validation_synthesis(text: str) -> dict[str, Any]:
+    """``--validation-synthesis``: a JSON object of generator options (``synthesis.DEFAULT_RANGES``),
+    checked by the generator's own rules so that a typo fails at once, not after the first fold.
+
+    Raises:
+        argparse.ArgumentTypeError: not JSON, not an object, or an unknown option / bad value.
+    """
+    from LambdaSegmentLib.synthesis import check_ranges
+
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+    if not isinstance(options, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object of generator options, got {text!r}")
+    fixed = sorted(set(options) & set(VALIDATION_RANGES))
+    if fixed:
+        raise argparse.ArgumentTypeError(f"{fixed} is fixed by the protocol ({VALIDATION_RANGES}); give other generator options")
+    try:
+        check_ranges({**options, **VALIDATION_RANGES})
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return options
+
+
+def validation_studies(extra_ranges: dict[str, Any]) -> list[tuple[Study, np.ndarray]]:
+    """The search's synthetic validation studies (SYNTHETIC_VALIDATION_SEEDS, VALIDATION_RANGES),
+    with ``extra_ranges`` (``--validation-synthesis``) on top."""
+    return [synthetic(seed, **extra_ranges, **VALIDATION_RANGES) for seed in SYNTHETIC_VALIDATION_SEEDS]
+
+
+def validation_description(extra_ranges: dict[str, Any]) -> str:
+    """What the search's synthetic validation studies are, for a result's or manifest's "data"."""
+    seeds = f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"
+    return seeds + (f" with {json.dumps(extra_ranges, sort_keys=True)}" if extra_ranges else "")
 
 
 def synthetic(seed: int, **ranges: Any) -> tuple[Study, np.ndarray]:
@@ -332,6 +371,10 @@ def main() -> None:
                         help="per fold, a second package (e.g. the stage-1 package the fold's model was fine-tuned from): "
                              "a component of the fold model's mask is kept only if it holds a voxel where this package's "
                              f"probability is >= {SEED_THRESHOLD}, before the other steps")
+    parser.add_argument("--validation-synthesis", type=validation_synthesis, default={}, metavar="JSON",
+                        help="generator options (a JSON object) for the search's synthetic validation studies only, "
+                             "e.g. '{\"susceptibility_mirror_offset_mm\": [1, 4]}'; the --synthetic scoring studies "
+                             "stay at the defaults (default: {})")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
@@ -340,7 +383,7 @@ def main() -> None:
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
-        ship(args.ship, tuple(args.steps), args.objective)
+        ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -354,8 +397,9 @@ def main() -> None:
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "objective_per_study": args.objective,
-                               "search_data": args.search_data, "seed_packages": seed_specs or None, "folds": {}}
-    validation_studies = [synthetic(seed, skull_stripped=True) for seed in SYNTHETIC_VALIDATION_SEEDS] if args.postprocessing == "choose" else []
+                               "search_data": args.search_data, "seed_packages": seed_specs or None,
+                               "validation_synthesis": args.validation_synthesis, "folds": {}}
+    search_studies = validation_studies(args.validation_synthesis) if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str | None, str], dict[str, Any]] = {}
     for fold in args.folds:
         own, held_out = FOLDS[fold]
@@ -367,7 +411,7 @@ def main() -> None:
                                  seed_package=seed_package)
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
-                          for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies)]
+                          for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
@@ -409,22 +453,26 @@ def main() -> None:
     print(f"written {OUT / (args.label + '.json')} in {results['seconds']} s")
 
 
-def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice") -> None:
+def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
+         extra_ranges: dict[str, Any] | None = None) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
-    studies (the folds' rule, with every case it may use) and write it into its manifest."""
+    studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``)
+    and write it into its manifest."""
+    extra_ranges = extra_ranges or {}
     package = load_model_package(package_dir)
     flips = "flips" in steps
     own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False, flips=flips)
            for case in CASES for thick in (False, True)]
-    validation = [prepare(f"synth-{seed}", *synthetic(seed, skull_stripped=True), package, regions=False, flips=flips)
-                  for seed in SYNTHETIC_VALIDATION_SEEDS]
+    validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=flips)
+                  for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies(extra_ranges))]
     settings, objective = choose(own, validation, steps, objective_name)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
     manifest["postprocessing_choice"] = {
-        "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps),
-        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"],
+        "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps)
+                   + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else ""),
+        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges)],
         "objective": round(objective, 4),
         "objective_per_study": objective_name,
     }

@@ -11,8 +11,8 @@ injecting synthetic infarcts into real images.
 
 from .acquisition import ADC_UNITS
 from .dataset import SyntheticStudies
-from .generator import DEFAULT_RANGES, SyntheticStudy, generate
+from .generator import DEFAULT_RANGES, SyntheticStudy, check_ranges, generate
 from .lesion_signal import LESION_SIGNAL_DEFAULTS, apply_lesion_signal, lesion_signal
 
 __all__ = ["ADC_UNITS", "DEFAULT_RANGES", "LESION_SIGNAL_DEFAULTS", "SyntheticStudies", "SyntheticStudy",
-           "apply_lesion_signal", "generate", "lesion_signal"]
+           "apply_lesion_signal", "check_ranges", "generate", "lesion_signal"]

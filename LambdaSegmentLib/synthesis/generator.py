@@ -16,7 +16,9 @@ Pipeline (all randomness from ``numpy.random.default_rng(seed)``):
    Look-alikes: old infarcts (tissue -> CSF, high ADC), white-matter T2
    hyperintensities (bright b0, high ADC), susceptibility pile-up near the skull base,
    the temporal and occipital poles and the inferior cerebellum (bright DWI up to ~8x,
-   ADC often low: b0 and b1000 distort differently, mostly bilateral) and edge patches
+   ADC often low: b0 and b1000 distort differently, mostly bilateral; optionally the mirrored
+   partner displaced along the surface and of another amplitude, as real rims are:
+   ``susceptibility_mirror_offset_mm``, ``susceptibility_side_gain``) and edge patches
    where b0 and b1000 disagree (low ADC, normal DWI).
 5. Physics: per compartment S0 and ADC with texture; S_b = sum f S0 exp(-b ADC);
    slab averaging of S0 and S_b, b1000 misregistered against b0 by up to
@@ -26,7 +28,8 @@ Pipeline (all randomness from ``numpy.random.default_rng(seed)``):
 
 Every new feature has an option in :data:`DEFAULT_RANGES`; a probability of 0 (or
 ``tissue_sharpening=1``, ``sulcal_csf=0``, ``mask_rim_voxels=0``, ``extra_axial_csf_mm=0``,
-``b0_b1000_shift_mm=0``) turns it off. ``_draw`` consumes one number whether an option is
+``b0_b1000_shift_mm=0``, ``susceptibility_mirror_offset_mm=0``, ``susceptibility_side_gain=1``)
+turns it off. ``_draw`` consumes one number whether an option is
 a range or fixed, so fixing a value does not shift the draws after it (turning a feature
 off skips its own random fields, which does).
 """
@@ -95,6 +98,16 @@ DEFAULT_RANGES: dict[str, Any] = {
     # a bilateral pile-up on the lateral temporal base on top (petrous bone, mastoids: both real
     # cases have one); 0, the default, leaves every study as before
     "susceptibility_temporal_probability": 0.0,
+    # Real rims are bilateral but not mirror-exact: on the two real cases the partner lies a few mm
+    # more lateral/inferior with another amplitude, so a contralateral check against the exact
+    # mirror voxel keeps the one-sided crescents. Both options act on every mirrored partner of a
+    # bilateral pile-up (skull base and temporal blocks); the defaults leave every study as before.
+    # How far (mm, in template space) each partner moves along the brain surface, laterally
+    # and/or inferiorly (see _partner_offsets)
+    "susceptibility_mirror_offset_mm": (0.0, 0.0),
+    # the partners' amplitude relative to their originals, drawn once per study (> 1: the partners
+    # are the brighter side; the brighter side always peaks at susceptibility_gain)
+    "susceptibility_side_gain": (1.0, 1.0),
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
     "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
@@ -110,6 +123,11 @@ DEFAULT_RANGES: dict[str, Any] = {
     "b_value": (800.0, 1000.0),
     "adc_unit": None,  # one of ADC_UNITS, or None (random)
 }
+
+
+# the largest partner/original amplitude ratio (susceptibility_side_gain): a stronger asymmetry
+# is nearly a one-sided pile-up, which susceptibility_bilateral_probability < 1 already makes
+MAX_SIDE_GAIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,25 @@ def _range(value: Any) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _checked_range(merged: dict[str, Any], name: str) -> tuple[float, float]:
+    """(lo, hi) of option ``name``, or a ValueError naming it when it is not a number or a pair."""
+    try:
+        lo, hi = _range(merged[name])
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a (lo, hi) pair, got {merged[name]!r}") from None
+    return lo, hi
+
+
+def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
+    """Validate overrides of :data:`DEFAULT_RANGES` without generating anything (a command's
+    options, before any work) and return them merged with the defaults.
+
+    Raises:
+        ValueError: an unknown option or a bad value, naming the option.
+    """
+    return _check_ranges(ranges)
+
+
 def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     unknown = set(ranges) - set(DEFAULT_RANGES)
     if unknown:
@@ -180,6 +217,14 @@ def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
         lo, hi = _range(merged[name])
         if not 0.0 < lo <= hi:
             raise ValueError(f"{name} must be a positive (lo, hi) range in mm, got {merged[name]!r}")
+    offset_lo, offset_hi = _checked_range(merged, "susceptibility_mirror_offset_mm")
+    if not 0.0 <= offset_lo <= offset_hi < np.inf:
+        raise ValueError("susceptibility_mirror_offset_mm must be a (lo, hi) range of lengths >= 0 in mm, "
+                         f"got {merged['susceptibility_mirror_offset_mm']!r}")
+    side_lo, side_hi = _checked_range(merged, "susceptibility_side_gain")
+    if not 0.0 < side_lo <= side_hi <= MAX_SIDE_GAIN:
+        raise ValueError(f"susceptibility_side_gain must be a (lo, hi) range of amplitude ratios in (0, {MAX_SIDE_GAIN}], "
+                         f"got {merged['susceptibility_side_gain']!r}")
     return merged
 
 
@@ -286,17 +331,108 @@ def _with_mirror(centres_ijk: np.ndarray, size_x: int) -> np.ndarray:
     return np.concatenate([centres_ijk, mirrored])
 
 
-def _surface_artefact_field(centres_ijk: np.ndarray, sigmas_mm: np.ndarray, surface_mm: float) -> CroppedField:
-    """Gaussian blobs (peak 1) confined to a band ``surface_mm`` deep under the brain
-    surface, like EPI pile-up along the temporal and frontal base; 2 mm-stride grid."""
+def _surface_normals(distance_mm: np.ndarray, points_ijk: np.ndarray) -> np.ndarray:
+    """Unit outward normals (n, 3) of the brain surface at template indices ``points_ijk`` (n, 3):
+    the gradient of the signed head distance ``distance_mm`` (negative inside), by central
+    differences of its trilinear interpolation one voxel either side."""
+    gradient = np.empty(points_ijk.shape, dtype=np.float64)
+    for axis in range(3):
+        step = np.zeros(3, dtype=np.float32)
+        step[axis] = 1.0
+        ahead, behind = (ndimage.map_coordinates(distance_mm, (points_ijk + sign * step).T, order=1, mode="nearest")
+                         for sign in (1.0, -1.0))
+        gradient[:, axis] = (ahead - behind) / 2.0
+    return gradient / np.maximum(np.linalg.norm(gradient, axis=1, keepdims=True), 1e-6)
+
+
+def _partner_offsets(rng: np.random.Generator, partners_ijk: np.ndarray, length_range_mm: tuple[float, float],
+                     distance_mm: np.ndarray, affine: np.ndarray) -> np.ndarray:
+    """Displacements (n, 3), template voxels (the 1 mm grid: mm), of mirrored pile-up partners
+    ``partners_ijk`` (n, 3): each of a length drawn uniformly in ``length_range_mm``, along the
+    brain surface, lateral and/or inferior.
+
+    The direction is lateral (away from x = 0 on the partner's side) and inferior with random
+    non-negative weights in [0, 1], plus an anterior-posterior weight in [-0.25, 0.25], with its
+    component along the surface normal removed: a pile-up is a surface phenomenon, and a centre
+    pushed out into the bone would only dim its rim (``susceptibility_side_gain`` does that),
+    where the real partners are found bright a few mm away along the rim. So on the lateral
+    temporal surface the move is mostly inferior, under the temporal base mostly lateral, and
+    round the inferolateral corner an inferior move follows the surface medially. Where the
+    direction is (nearly) the normal, the partner moves inferiorly along the surface instead,
+    or anterior-posteriorly. The depth under the surface changes by under 1 mm for 90 % of
+    partners at 3 mm (the surface's curvature). Four uniforms per partner.
+    """
+    n = len(partners_ijk)
+    lengths = rng.uniform(length_range_mm[0], length_range_mm[1], n)
+    weights = rng.uniform(0.0, 1.0, (n, 3))
+    signs = np.sign(np.diag(affine)[:3])  # +1 where the index runs with RAS x / y / z
+    x_ras = affine[0, 0] * partners_ijk[:, 0] + affine[0, 3]
+    lateral = np.zeros((n, 3))
+    lateral[:, 0] = np.sign(x_ras) * signs[0]  # 0 on the midline: no lateral preference there
+    inferior = np.zeros((n, 3))
+    inferior[:, 2] = -signs[2]
+    anterior = np.zeros((n, 3))
+    anterior[:, 1] = signs[1]
+    preferred = weights[:, :1] * lateral + weights[:, 1:2] * inferior + 0.5 * (weights[:, 2:] - 0.5) * anterior
+    normals = _surface_normals(distance_mm, partners_ijk.astype(np.float32))
+    offsets = np.zeros((n, 3))
+    for index in range(n):
+        for candidate in (preferred[index], inferior[index], anterior[index]):
+            tangential = candidate - np.dot(candidate, normals[index]) * normals[index]
+            norm = float(np.linalg.norm(tangential))
+            if norm > 0.3 * max(float(np.linalg.norm(candidate)), 1e-6):
+                offsets[index] = lengths[index] * tangential / norm
+                break
+    return offsets
+
+
+def _side_amplitudes(n_originals: int, side_gain: float) -> np.ndarray:
+    """Peak amplitudes (2n,) of ``n_originals`` pile-ups followed by their mirrored partners:
+    partner / original = ``side_gain``, the brighter side at 1 (so ``susceptibility_gain``
+    stays the peak gain). The originals are drawn from a left-right symmetric region, so which
+    side is the dimmer one is already a fair coin per pile-up: no swap is needed."""
+    original, partner = (1.0, side_gain) if side_gain <= 1.0 else (1.0 / side_gain, 1.0)
+    return np.repeat(np.asarray([original, partner], dtype=np.float32), n_originals)
+
+
+def _offset_rng(seed: int, block: int) -> np.random.Generator:
+    """The generator of one pile-up block's partner offsets (1 skull base, 2 temporal): one stream
+    per block, so the temporal partners' offsets do not depend on whether the skull-base block drew."""
+    return np.random.default_rng([seed, 20261122, 3, block])
+
+
+def _bilateral(picks_ijk: np.ndarray, size_x: int, offset_rng: np.random.Generator | None,
+               offset_range_mm: tuple[float, float], side_gain: float | None) -> tuple[np.ndarray, np.ndarray | None, list[float]]:
+    """Pile-up centres ``picks_ijk`` (n, 3) and their mirrored partners (2n, 3), the partners
+    displaced by :func:`_partner_offsets` when ``offset_rng`` is given; the centres' amplitudes
+    (2n,) when ``side_gain`` is given (else None: all 1); the partners' offset lengths (mm)."""
+    centres = _with_mirror(picks_ijk, size_x)
+    lengths: list[float] = []
+    if offset_rng is not None:
+        offsets = _partner_offsets(offset_rng, centres[len(picks_ijk):], offset_range_mm, load_head_distance(),
+                                   load_tissue_template().affine)
+        upper = np.asarray(load_head_distance().shape, dtype=np.float32) - 1.0
+        centres[len(picks_ijk):] = np.clip(centres[len(picks_ijk):] + offsets, 0.0, upper)
+        lengths = [round(float(length), 3) for length in np.linalg.norm(offsets, axis=1)]
+    amplitudes = None if side_gain is None else _side_amplitudes(len(picks_ijk), side_gain)
+    return centres, amplitudes, lengths
+
+
+def _surface_artefact_field(centres_ijk: np.ndarray, sigmas_mm: np.ndarray, surface_mm: float,
+                            amplitudes: np.ndarray | None = None) -> CroppedField:
+    """Gaussian blobs (peak 1, or ``amplitudes`` (n,) per centre, at most 1) confined to a band
+    ``surface_mm`` deep under the brain surface, like EPI pile-up along the temporal and frontal
+    base; 2 mm-stride grid. ``centres_ijk`` (n, 3) template indices, ``sigmas_mm`` (n,)."""
     stride = 2
     band = load_head_distance()[::stride, ::stride, ::stride]
     band = np.clip((band + surface_mm) / 3.0, 0.0, 1.0) * (band < 2.0)  # soft inner edge, none outside
     grid = np.indices(band.shape, dtype=np.float32) * stride
     values = np.zeros(band.shape, dtype=np.float32)
-    for centre, sigma in zip(centres_ijk, sigmas_mm):
+    for index, (centre, sigma) in enumerate(zip(centres_ijk, sigmas_mm)):
         distance2 = sum((grid[a] - centre[a]) ** 2 for a in range(3))
-        values += np.exp(-distance2 / (2.0 * sigma**2))
+        blob = np.exp(-distance2 / (2.0 * sigma**2))
+        # no multiplication at all without amplitudes: every earlier study stays bit-identical
+        values += blob if amplitudes is None else amplitudes[index] * blob
     return CroppedField(values=(np.clip(values, 0.0, 1.0) * band).astype(np.float32), start=(0, 0, 0), stride=stride)
 
 
@@ -401,15 +537,28 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     artefact = None
     extent_lo, extent_hi = _range(options["susceptibility_extent_mm"])
     depth_lo, depth_hi = _range(options["susceptibility_depth_mm"])
+    # mirror realism (displaced, unequal partners): drawn from their own generators, and only
+    # when asked for, so that every other draw of the study stays as without them
+    offset_range = _range(options["susceptibility_mirror_offset_mm"])
+    side_range = _range(options["susceptibility_side_gain"])
+    side_gain = (None if side_range == (1.0, 1.0)
+                 else float(np.random.default_rng([int(seed), 20261122, 3]).uniform(*side_range)))
+    if side_gain is not None:
+        params["susceptibility_side_gain"] = side_gain
+    offsets_on = offset_range[1] > 0.0
+    offset_lengths: dict[str, list[float]] = {}
     if rng.random() < options["susceptibility_probability"]:
         # susceptibility pile-up: orbitofrontal, temporal poles, inferior cerebellum and
         # occipital poles, near the brain surface, mostly on both sides (the sinuses and
         # mastoids are bilateral)
         base = np.argwhere(_skull_base_region())
         picks = base[rng.integers(len(base), size=int(rng.integers(1, 5)))].astype(np.float32)
+        amplitudes = None
         if rng.random() < options["susceptibility_bilateral_probability"]:
-            picks = _with_mirror(picks, template.gm.shape[0])
-        artefact = _surface_artefact_field(picks, rng.uniform(extent_lo, extent_hi, len(picks)), rng.uniform(depth_lo, depth_hi))
+            picks, amplitudes, offset_lengths["skull_base"] = _bilateral(
+                picks, template.gm.shape[0], _offset_rng(int(seed), 1) if offsets_on else None, offset_range, side_gain)
+        artefact = _surface_artefact_field(picks, rng.uniform(extent_lo, extent_hi, len(picks)), rng.uniform(depth_lo, depth_hi),
+                                           amplitudes)
         params["susceptibility"] = len(picks)
     if options["susceptibility_temporal_probability"] > 0.0:
         # its own generator, so that every other draw of the study stays as without it
@@ -417,11 +566,14 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         if temporal_rng.random() < options["susceptibility_temporal_probability"]:
             temporal = np.argwhere(_skull_base_region(("temporal",)))
             picks = temporal[temporal_rng.integers(len(temporal), size=int(temporal_rng.integers(1, 3)))].astype(np.float32)
-            picks = _with_mirror(picks, template.gm.shape[0])
+            picks, amplitudes, offset_lengths["temporal"] = _bilateral(
+                picks, template.gm.shape[0], _offset_rng(int(seed), 2) if offsets_on else None, offset_range, side_gain)
             pile_up = _surface_artefact_field(picks, temporal_rng.uniform(extent_lo, extent_hi, len(picks)),
-                                              temporal_rng.uniform(depth_lo, depth_hi))
+                                              temporal_rng.uniform(depth_lo, depth_hi), amplitudes)
             artefact = pile_up if artefact is None else dataclasses.replace(artefact, values=np.maximum(artefact.values, pile_up.values))
             params["susceptibility_temporal"] = len(picks)
+    if offsets_on and offset_lengths:
+        params["susceptibility_mirror_offset_mm"] = offset_lengths  # per block, each partner's offset (mm)
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
     adc_gm, adc_wm, adc_csf = rng.uniform(0.78, 0.95), rng.uniform(0.66, 0.82), rng.uniform(2.8, 3.3)

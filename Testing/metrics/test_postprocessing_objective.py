@@ -1,8 +1,11 @@
 """``benchmarks/real_scan_cv.py``'s post-processing objectives: issue 13's targets as one score
-(``targets_score``) and the search choosing differently under it than under volume Dice alone."""
+(``targets_score``) and the search choosing differently under it than under volume Dice alone;
+``--validation-synthesis``, the generator options of the search's synthetic validation studies."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -77,3 +80,37 @@ def test_the_search_on_synthetic_studies_alone_ignores_the_real_case(cv) -> None
     alone, value = cv.choose([], [synthetic], ("threshold",), "dice")
     assert with_case.threshold == 0.7
     assert alone.threshold == 0.3 and value == pytest.approx(1.0)
+
+
+def test_validation_synthesis_reaches_the_search_studies_only(cv, monkeypatch) -> None:
+    calls: list[tuple[int, dict]] = []
+    monkeypatch.setattr(cv, "synthetic", lambda seed, **ranges: calls.append((seed, ranges)) or (None, None))
+    options = cv.validation_synthesis('{"susceptibility_mirror_offset_mm": [2, 5], "susceptibility_side_gain": [0.6, 0.9]}')
+    assert len(cv.validation_studies(options)) == len(cv.SYNTHETIC_VALIDATION_SEEDS)
+    assert [seed for seed, _ in calls] == list(cv.SYNTHETIC_VALIDATION_SEEDS)
+    assert all(ranges == {**options, "skull_stripped": True} for _, ranges in calls)
+    calls.clear()
+    cv.validation_studies(cv.validation_synthesis("{}"))
+    assert all(ranges == {"skull_stripped": True} for _, ranges in calls)  # the protocol's studies as before
+    assert cv.validation_description({}) == "synthetic seeds 32000000-32000011"
+    assert cv.validation_description(options) == ('synthetic seeds 32000000-32000011 with {"susceptibility_mirror_offset_mm": '
+                                                  '[2, 5], "susceptibility_side_gain": [0.6, 0.9]}')
+
+
+@pytest.mark.parametrize("text, match", [
+    ("{bad", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object"),
+    ('{"susceptibility_mirror_offset": [2, 5]}', "unknown synthesis option"),
+    ('{"susceptibility_side_gain": [0.5, 3]}', "susceptibility_side_gain must be"),
+    ('{"skull_stripped": false}', "fixed by the protocol"),
+])
+def test_a_bad_validation_synthesis_is_refused_before_any_work(cv, monkeypatch, capsys, tmp_path, text, match) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=match):
+        cv.validation_synthesis(text)
+    # on the command line: argparse's usage error (exit 2), before the data check and any study
+    monkeypatch.setattr(cv, "ISLES", tmp_path / "absent")
+    monkeypatch.setattr(sys, "argv", ["real_scan_cv.py", "--label", "x", "--validation-synthesis", text])
+    with pytest.raises(SystemExit) as stopped:
+        cv.main()
+    assert stopped.value.code == 2
+    assert "--validation-synthesis" in capsys.readouterr().err
