@@ -90,7 +90,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # --seed-packages: a seed package's probability at or above this marks where it detects a lesion
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
-STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips")
+STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -100,6 +100,9 @@ GRID = {
     # (postprocess.PostProcessing.contralateral_search_mm); only with a contralateral ratio
     "contralateral_search": (0.0, 3.0, 6.0),
     "flips": (False, True),  # the engine's test-time flips (3 passes) averaged, or the plain pass
+    # hysteresis (postprocess.PostProcessing.grow_threshold): lesions found at the threshold drawn
+    # out to where the probability falls below this; off first, so a tie keeps it off
+    "grow": (None, 0.1, 0.2),
 }
 
 
@@ -118,7 +121,7 @@ class Prepared:
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
-    _components: dict[tuple[bool, float, float], Components] | None = None
+    _components: dict[tuple[bool, float, float | None, float], Components] | None = None
     _searched: dict[float, np.ndarray] | None = None
 
     def contralateral(self, search_mm: float) -> np.ndarray:
@@ -128,25 +131,28 @@ class Prepared:
             self._searched[search_mm] = contralateral_search(self.pair[1], self.study.dwi, search_mm)
         return self._searched[search_mm]
 
-    def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0) -> Components:
+    def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0,
+                   grow_threshold: float | None = None) -> Components:
         self._components = self._components or {}
-        if (flips, threshold, search_mm) not in self._components:
+        key = (flips, threshold, grow_threshold, search_mm)
+        if key not in self._components:
             if flips and self.flipped_probability is None:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
             probability = self.flipped_probability if flips else self.probability
-            if self.seed is not None:
-                probability = keep_seeded_components(probability, threshold, self.brain, self.seed)
-            self._components[flips, threshold, search_mm] = find_components(
+            if self.seed is not None:  # as segment_study: the seeds pick among the grown components
+                lowest = threshold if grow_threshold is None else grow_threshold
+                probability = keep_seeded_components(probability, lowest, self.brain, self.seed)
+            self._components[key] = find_components(
                 probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
-                contralateral=self.contralateral(search_mm),
+                contralateral=self.contralateral(search_mm), grow_threshold=grow_threshold,
             )
-        return self._components[flips, threshold, search_mm]
+        return self._components[key]
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
         # the search radius only changes what the contralateral check sees
         search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
-        return self.components(settings.threshold, settings.test_time_flips, search_mm).mask(settings)
+        return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold).mask(settings)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:
@@ -269,8 +275,9 @@ def candidate_settings(steps: tuple[str, ...]) -> list[PostProcessing]:
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
-                           contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f)
-            for t, s, e, c, r, f in itertools.product(*axes) if c is not None or r == search_axis[0]]
+                           contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g)
+            for t, s, e, c, r, f, g in itertools.product(*axes)
+            if (c is not None or r == search_axis[0]) and (g is None or g < t)]
 
 
 def targets_score(mask: np.ndarray, truth: np.ndarray, voxel_volume_mm3: float) -> float:

@@ -34,6 +34,8 @@ def settings(post: dict) -> str:
         parts.append(f"contra ≥ {post['contralateral_ratio']:g}")
         if post.get("contralateral_search_mm"):
             parts.append(f"contra search {post['contralateral_search_mm']:g} mm")
+    if post.get("grow_threshold") is not None:
+        parts.append(f"grown to {post['grow_threshold']:g}")
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

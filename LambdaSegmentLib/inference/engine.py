@@ -326,7 +326,7 @@ def segment_study(
         seed = (np.asarray(seed_prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
         seed_volume = study.dwi.with_array(seed.astype(np.uint8))
         unseeded = probability_volume
-        probability_volume = unseeded.with_array(keep_seeded_components(values, settings.threshold, brain, seed))
+        probability_volume = unseeded.with_array(keep_seeded_components(values, settings.candidate_threshold, brain, seed))
     mask = postprocess(probability_volume, study.dwi, brain, settings)
     disagreement = prepared.to_dwi_grid(spread) if uncertainty and spread is not None else None
     if disagreement is not None:

@@ -1,8 +1,12 @@
 """From a probability map to the final infarct mask: threshold, then per-lesion checks.
 
 Every step is a setting of the model package (``manifest["postprocessing"]``), so the CLI,
-``segment-dir``, ``evaluate`` and the Slicer module apply exactly the same rule. Steps, in
-order, on the 26-connected components of ``probability >= threshold`` inside the brain:
+``segment-dir``, ``evaluate`` and the Slicer module apply exactly the same rule. The candidate
+lesions are the 26-connected components of ``probability >= threshold`` inside the brain, or,
+with ``grow_threshold``, of ``probability >= grow_threshold`` that reach ``threshold``
+somewhere (hysteresis: a lesion is detected at the threshold and drawn out to where the
+probability falls below the lower one, so a detected lesion keeps its fainter rim while no
+new faint component appears). Steps, in order, on those components:
 
 1. ``min_lesion_ml``: components smaller than this are dropped.
 2. ``min_edge_depth_mm``: components whose median depth below the brain mask's edge is
@@ -48,6 +52,7 @@ class PostProcessing:
         contralateral_search_mm: in-plane radius (mm) within which the contralateral check
             takes the brightest mirror value (0 = the mirror partner itself).
         test_time_flips: average the probability over the engine's test-time flips by default.
+        grow_threshold: the hysteresis' lower probability, below ``threshold`` (None = off).
     """
 
     threshold: float = 0.5
@@ -56,6 +61,16 @@ class PostProcessing:
     contralateral_ratio: float | None = None
     contralateral_search_mm: float = 0.0
     test_time_flips: bool = False
+    grow_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
+            raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
+
+    @property
+    def candidate_threshold(self) -> float:
+        """The lowest probability a voxel of a kept lesion may have (``grow_threshold`` or ``threshold``)."""
+        return self.threshold if self.grow_threshold is None else self.grow_threshold
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> "PostProcessing":
@@ -107,7 +122,8 @@ class Components:
         return keep
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
-        """uint8 (nk, nj, ni) final mask for ``settings`` (its threshold must be the one these components came from)."""
+        """uint8 (nk, nj, ni) final mask for ``settings`` (its threshold and grow threshold must be
+        the ones these components came from)."""
         table = np.concatenate([[False], self.keep(settings)])
         return table[self.labels].astype(np.uint8)
 
@@ -123,6 +139,22 @@ def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> 
     return distance[1:-1, 1:-1, 1:-1].astype(np.float32)
 
 
+def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, grow_threshold: float | None = None) -> np.ndarray:
+    """bool (nk, nj, ni): the voxels of the candidate lesions inside ``brain``: ``probability >=
+    threshold``, or with ``grow_threshold`` every 26-connected component of ``probability >=
+    grow_threshold`` that holds a voxel ``>= threshold`` (hysteresis)."""
+    brain = np.asarray(brain, dtype=bool)
+    probability = np.asarray(probability)
+    core = (probability >= threshold) & brain
+    if grow_threshold is None:
+        return core
+    labels, count = ndimage.label((probability >= grow_threshold) & brain, structure=CONNECTIVITY_26)
+    reached = np.zeros(count + 1, dtype=bool)
+    reached[labels[core]] = True
+    reached[0] = False
+    return reached[labels]
+
+
 def find_components(
     probability: np.ndarray,
     threshold: float,
@@ -132,8 +164,10 @@ def find_components(
     depth_mm: np.ndarray,
     dwi_smoothed: np.ndarray | None = None,
     contralateral: np.ndarray | None = None,
+    grow_threshold: float | None = None,
 ) -> Components:
-    """Components of ``probability >= threshold`` inside ``brain``, with their check values.
+    """The components of :func:`candidates` (``probability >= threshold`` inside ``brain``, grown
+    to ``grow_threshold`` when given), with their check values.
 
     Args:
         probability: float (nk, nj, ni) in [0, 1].
@@ -142,7 +176,7 @@ def find_components(
         depth_mm: :func:`edge_depth_mm` of ``brain``.
         dwi_smoothed, contralateral: :func:`LambdaSegmentLib.preprocessing.symmetry.contralateral_dwi`'s pair, or None.
     """
-    candidate = (np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool)
+    candidate = candidates(probability, threshold, brain, grow_threshold)
     labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
     labels = labels.astype(np.int32, copy=False)
     index = np.arange(1, count + 1)
@@ -169,7 +203,9 @@ def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.
 
     Args:
         probability: float (nk, nj, ni) in [0, 1].
-        threshold: the package's threshold (the components are those the mask is cut from).
+        threshold: the lowest probability of the package's lesions (its threshold, or its
+            ``grow_threshold``: ``PostProcessing.candidate_threshold``), so the components are
+            those the mask is cut from.
         brain: bool (nk, nj, ni).
         seed: bool (nk, nj, ni).
 
@@ -206,5 +242,6 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         depth_mm=edge_depth_mm(brain, probability.spacing_mm),
         dwi_smoothed=pair[0],
         contralateral=pair[1],
+        grow_threshold=settings.grow_threshold,
     )
     return probability.with_array(components.mask(settings))

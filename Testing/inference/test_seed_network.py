@@ -149,6 +149,35 @@ def test_segment_study_keeps_only_the_components_the_seed_network_detects(tmp_pa
     np.testing.assert_allclose(prepared.to_dwi_grid(alone).array[brain], seed_alone.probability.array[brain], atol=1e-4)
 
 
+def test_a_grown_package_is_seeded_on_its_grown_components(tmp_path: Path) -> None:
+    """With ``grow_threshold`` in the manifest the engine seeds the components of the grown
+    (hysteresis) map: a component kept by the seeds keeps its rim down to the lower threshold,
+    and the mask is :func:`postprocess.candidates` of what the seeds keep."""
+    from LambdaSegmentLib.inference.postprocess import candidates
+
+    phantom = make_phantom(size_ijk=(36, 40, 9), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(5.0, -10.0, 20.0))
+    study = load_study(dwi=phantom.dwi, adc=phantom.adc)
+    package_dir, seed_dir = two_packages(tmp_path)
+    plain = segment_study(study, load_model_package(package_dir), device="cpu")
+    brain = plain.brain.array.astype(bool)
+    seed_alone = segment_study(study, load_model_package(seed_dir), device="cpu")
+    high = float(np.quantile(plain.probability.array[brain], 0.8))
+    low = float(np.quantile(plain.probability.array[brain], 0.6))
+    seed = (seed_alone.probability.array >= float(np.quantile(seed_alone.probability.array[brain], 0.9))) & brain
+    manifest = manifest_of(package_dir)
+    manifest["threshold"], manifest["postprocessing"] = high, {"grow_threshold": low}
+    (package_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    attach_seed_network(package_dir, seed_dir, float(np.quantile(seed_alone.probability.array[brain], 0.9)))
+
+    result = segment_study(study, load_model_package(package_dir), device="cpu")
+
+    expected = keep_seeded_components(plain.probability.array, low, brain, seed)
+    np.testing.assert_array_equal(result.probability.array, expected)
+    np.testing.assert_array_equal(result.mask.array, candidates(expected, high, brain, low).astype(np.uint8))
+    grown, bare = result.mask.array.astype(bool), (expected >= high) & brain
+    assert bare.any() and grown.sum() > bare.sum() and not (bare & ~grown).any()
+
+
 def test_the_attach_script_reports_what_it_did_and_refuses_a_nested_seed(tmp_path: Path, load_script, capsys) -> None:
     package_dir, seed_dir = two_packages(tmp_path)
     script = load_script("scripts/attach_seed_network.py")

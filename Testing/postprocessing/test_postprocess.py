@@ -121,7 +121,7 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
-             "test_time_flips": False}
+             "test_time_flips": False, "grow_threshold": None}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -190,3 +190,33 @@ def test_seeding_keeps_whole_components_that_hold_a_seed_voxel_and_nothing_else(
     # a lower threshold joins more into a component: the seed's component then grows with it
     probability[1, 3, 4:7] = 0.45
     assert (keep_seeded_components(probability, 0.4, brain, seed) >= 0.4)[1, 1:3, 7:9].all()
+
+
+def test_hysteresis_grows_detected_lesions_to_the_lower_threshold_and_adds_no_faint_one() -> None:
+    """``grow_threshold``: a lesion found at the threshold keeps its fainter rim (down to the
+    lower threshold, 26-connected, inside the brain), a faint component that never reaches the
+    threshold stays out, and the checks see the grown lesion (its volume)."""
+    shape, spacing = (5, 20, 20), (1.0, 1.0, 1.0)
+    probability = np.zeros(shape, np.float32)
+    probability[2, 8:10, 8:10] = 0.9   # a core: 4 voxels
+    probability[2, 6:12, 6:12] = np.maximum(probability[2, 6:12, 6:12], 0.3)  # its faint rim: 36 voxels in all
+    probability[3, 12, 12] = 0.3       # touching the rim diagonally (26-connected): grown too
+    probability[2, 15:18, 15:18] = 0.3  # faint, never reaching the threshold: no lesion
+    probability[2, 0, 9] = 0.3         # the rim's continuation outside the brain is never a lesion
+    brain = np.ones(shape, bool)
+    brain[:, 0, :] = False
+    volume = Volume(probability, spacing)
+    mask = lambda **kw: np.asarray(postprocess(volume, volume, brain, PostProcessing(threshold=0.5, **kw)).array)  # noqa: E731
+    assert mask().sum() == 4
+    grown = mask(grow_threshold=0.2)
+    assert grown.sum() == 37 and grown[3, 12, 12] == 1 and grown[2, 16, 16] == 0 and grown[2, 0, 9] == 0
+    assert mask(grow_threshold=0.4).sum() == 4  # the rim is below the lower threshold too
+    # the size check judges the grown lesion: 37 voxels = 0.037 mL passes 0.03 mL, the bare core does not
+    assert mask(grow_threshold=0.2, min_lesion_ml=0.03).sum() == 37 and mask(min_lesion_ml=0.03).sum() == 0
+    # from a manifest, and refused unless it lies below the threshold
+    settings = PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": {"grow_threshold": 0.2}})
+    assert settings.grow_threshold == 0.2 and settings.candidate_threshold == 0.2
+    assert settings.manifest_entries()["postprocessing"]["grow_threshold"] == 0.2
+    for bad in (0.5, 0.7, 0.0):
+        with pytest.raises(ValueError, match="grow_threshold must lie between 0 and the threshold"):
+            PostProcessing(threshold=0.5, grow_threshold=bad)
