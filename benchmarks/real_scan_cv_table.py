@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
 
+It ends with how often each fold's search chose a minimum lesion size of 0.3 mL or more (a size
+that removes most of case 0001's emboli), over the result files whose post-processing was searched.
+
 One row per result file (``real_scan_cv.py --label``) and fold, with the code revision it ran
 at (files written before the revision was recorded say "before f75a548"); held-out case scores native
 and as 6 mm slabs; the ADC rule once per held-out case. A fold whose package had its
@@ -70,6 +73,21 @@ def main() -> None:
     out = RESULTS / "ablation.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+    print(large_size_choices())
+
+
+def large_size_choices(minimum_ml: float = 0.3) -> str:
+    """How many searched result files' fold searches chose ``min_lesion_ml >= minimum_ml``, per fold."""
+    counts: dict[str, list[int]] = {}
+    for path in sorted(RESULTS.glob("*.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        if result.get("postprocessing") != "choose":
+            continue
+        for fold, entry in result["folds"].items():
+            chosen, searched = counts.setdefault(fold, [0, 0])
+            counts[fold] = [chosen + (entry["postprocessing"].get("min_lesion_ml", 0.0) >= minimum_ml), searched + 1]
+    return "\n".join(f"fold {fold}: a minimum lesion size >= {minimum_ml:g} mL chosen in {chosen} of {searched} searched result files"
+                     for fold, (chosen, searched) in sorted(counts.items()))
 
 
 if __name__ == "__main__":
