@@ -123,12 +123,10 @@ def _devices(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
 
-def _precise_batchnorm(module: Any, datamodule: Any, batches: int, workers: int) -> dict[str, Any]:
+def _precise_batchnorm(module: Any, datamodule: Any, batches: int) -> dict[str, Any]:
     """Re-estimate ``module``'s training BatchNorms on ``batches`` batches of the windows of the
     epochs after every epoch training was served (the same distribution, never trained on);
     returns the manifest's record of it."""
-    from torch.utils.data import DataLoader
-
     from LambdaSegmentLib.training.precise_batchnorm import reestimate_batchnorm
 
     first = max(1, datamodule.epochs_served)
@@ -138,8 +136,7 @@ def _precise_batchnorm(module: Any, datamodule: Any, batches: int, workers: int)
         epoch = first
         while True:
             epochs.append(epoch)
-            loader = DataLoader(datamodule.train_dataset(epoch), batch_size=datamodule.batch_size, shuffle=False, num_workers=workers)
-            for batch in loader:
+            for batch in datamodule.windows_loader(epoch):
                 yield batch["image"].to(module.device)
             epoch += 1
 
@@ -284,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             best = module
         if args.precise_batchnorm > 0:
-            state["precise_batchnorm"] = _precise_batchnorm(best, datamodule, args.precise_batchnorm, args.workers)
+            state["precise_batchnorm"] = _precise_batchnorm(best, datamodule, args.precise_batchnorm)
             print(f"precise BatchNorm: {state['precise_batchnorm']['batch_norms']} BatchNorms re-estimated on "
                   f"{args.precise_batchnorm} batches", file=sys.stderr, flush=True)
         export_package(best, manifest(best, state), output, fp16=args.fp16)

@@ -257,15 +257,21 @@ def load_seed_network(directory: Path, block: dict[str, Any]) -> ModelPackage:
     seed_directory = directory / str(block["directory"])
     if not seed_directory.is_dir():
         raise BadInputError(seed_directory, "the seed network directory named by the model manifest's seed_network not found")
-    seed = load_model_package(seed_directory)
-    if seed.seed is not None:
-        raise BadInputError(seed_directory / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
+    seed = _load_seed_candidate(seed_directory)
     expected = str(block["weights_sha256"]).lower()
     if seed.sha256 != expected:
         raise BadInputError(
             seed_directory / str(seed.manifest["weights_file"]),
             f"SHA-256 {seed.sha256} differs from the {expected} that {directory / MANIFEST_FILE} records for its seed network; refusing it",
         )
+    return seed
+
+
+def _load_seed_candidate(seed_directory: Path) -> ModelPackage:
+    """The package in ``seed_directory``, loaded and verified, refused if it has a seed network of its own."""
+    seed = load_model_package(seed_directory)
+    if seed.seed is not None:
+        raise BadInputError(seed_directory / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
     return seed
 
 
@@ -284,9 +290,7 @@ def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold
 
     package_dir = Path(package_dir)
     package = load_model_package(package_dir, seed_network=False)  # a broken seed network may be replaced
-    seed = load_model_package(seed_dir)
-    if seed.seed is not None:
-        raise BadInputError(Path(seed_dir) / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
+    seed = _load_seed_candidate(Path(seed_dir))
     block = {"directory": subdirectory, "threshold": float(threshold), "weights_sha256": seed.sha256}
     problem = seed_network_problem(block)
     if problem:

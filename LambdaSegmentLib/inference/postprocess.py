@@ -148,11 +148,17 @@ def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, gro
     core = (probability >= threshold) & brain
     if grow_threshold is None:
         return core
-    labels, count = ndimage.label((probability >= grow_threshold) & brain, structure=CONNECTIVITY_26)
-    reached = np.zeros(count + 1, dtype=bool)
-    reached[labels[core]] = True
-    reached[0] = False
-    return reached[labels]
+    return components_holding((probability >= grow_threshold) & brain, core)
+
+
+def components_holding(candidate: np.ndarray, marker: np.ndarray) -> np.ndarray:
+    """bool (nk, nj, ni): the 26-connected components of ``candidate`` that hold at least one
+    ``marker`` voxel, whole (hysteresis from a core; a seed network's detections)."""
+    candidate = np.asarray(candidate, dtype=bool)
+    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
+    held = np.zeros(count + 1, dtype=bool)  # index 0 (background) stays False: only candidate voxels mark
+    held[labels[candidate & np.asarray(marker, dtype=bool)]] = True
+    return held[labels]
 
 
 def find_components(
@@ -212,11 +218,8 @@ def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.
     Returns:
         float (nk, nj, ni), ``probability``'s dtype: unchanged inside kept components, else 0.
     """
-    candidate = (np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool)
-    labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
-    seeded = np.zeros(count + 1, dtype=bool)  # index 0 (background) stays False: no seed voxel is labelled 0
-    seeded[labels[candidate & np.asarray(seed, dtype=bool)]] = True
-    return np.where(seeded[labels], probability, 0.0).astype(probability.dtype, copy=False)
+    kept = components_holding((np.asarray(probability) >= threshold) & np.asarray(brain, dtype=bool), seed)
+    return np.where(kept, probability, 0.0).astype(probability.dtype, copy=False)
 
 
 def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: PostProcessing) -> Volume:

@@ -183,16 +183,12 @@ def _checked_range(merged: dict[str, Any], name: str) -> tuple[float, float]:
 
 
 def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
-    """Validate overrides of :data:`DEFAULT_RANGES` without generating anything (a command's
-    options, before any work) and return them merged with the defaults.
+    """Validate overrides of :data:`DEFAULT_RANGES` and return them merged with the defaults
+    (``generate`` does, and a command may before any work).
 
     Raises:
         ValueError: an unknown option or a bad value, naming the option.
     """
-    return _check_ranges(ranges)
-
-
-def _check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     unknown = set(ranges) - set(DEFAULT_RANGES)
     if unknown:
         raise ValueError(f"unknown synthesis option(s) {sorted(unknown)}; known: {sorted(DEFAULT_RANGES)}")
@@ -450,7 +446,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     Raises:
         BadInputError: the arterial atlas (training-time data) is absent.
     """
-    options = _check_ranges(ranges)
+    options = check_ranges(ranges)
     rng = np.random.default_rng([int(seed), 20261122])
     template = load_tissue_template()
     territories = load_territories()

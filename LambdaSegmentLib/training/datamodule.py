@@ -170,6 +170,11 @@ class SegmentationDataModule(L.LightningDataModule):
         """Windows of the current epoch; reloaded every epoch (Trainer(reload_dataloaders_every_n_epochs=1))."""
         epoch = self._epoch()
         self.epochs_served = max(self.epochs_served, epoch + 1)
+        return self.windows_loader(epoch)
+
+    def windows_loader(self, epoch: int) -> DataLoader:
+        """The batches of ``epoch``'s training windows, in training order (also for epochs
+        training never served, e.g. ``--precise-batchnorm``'s fresh batches)."""
         # Unshuffled: RealWindows shuffles itself per epoch, and synthetic windows of one
         # study must stay consecutive for the per-worker study cache.
         return DataLoader(

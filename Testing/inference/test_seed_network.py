@@ -31,6 +31,12 @@ def manifest_of(directory: Path) -> dict:
     return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
 
 
+def set_manifest(directory: Path, **entries: object) -> None:
+    """Rewrite ``directory``'s manifest with ``entries`` set (its weights' record untouched)."""
+    manifest = {**manifest_of(directory), **entries}
+    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
 def test_an_attached_seed_network_is_copied_recorded_and_loaded(tmp_path: Path) -> None:
     package_dir, seed_dir = two_packages(tmp_path)
     attach_seed_network(package_dir, seed_dir, 0.45)
@@ -84,10 +90,8 @@ def test_a_swapped_or_altered_seed_network_is_refused(tmp_path: Path) -> None:
 def test_a_malformed_seed_network_entry_is_refused_naming_the_manifest(tmp_path: Path, block: dict, message: str) -> None:
     package_dir, seed_dir = two_packages(tmp_path)
     attach_seed_network(package_dir, seed_dir, 0.5)
-    manifest = manifest_of(package_dir)
-    digest = manifest["seed_network"]["weights_sha256"]
-    manifest["seed_network"] = {**block, **({"weights_sha256": digest} if "threshold" in block else {})}
-    (package_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    digest = manifest_of(package_dir)["seed_network"]["weights_sha256"]
+    set_manifest(package_dir, seed_network={**block, **({"weights_sha256": digest} if "threshold" in block else {})})
     with pytest.raises(BadInputError, match=message) as error:
         load_model_package(package_dir)
     assert str(package_dir / "manifest.json") in str(error.value)
@@ -103,11 +107,21 @@ def test_a_seed_network_with_a_seed_of_its_own_is_refused(tmp_path: Path) -> Non
     assert manifest_of(package_dir) == before and not (package_dir / "seed").exists()  # nothing changed
     # nested by hand: refused on load
     shutil.copytree(seed_dir, package_dir / "seed")
-    manifest = dict(before, seed_network={"directory": "seed", "threshold": 0.5,
-                                          "weights_sha256": load_model_package(seed_dir).sha256})
-    (package_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    set_manifest(package_dir, seed_network={"directory": "seed", "threshold": 0.5,
+                                            "weights_sha256": load_model_package(seed_dir).sha256})
     with pytest.raises(BadInputError, match="may not carry a seed network of its own"):
         load_model_package(package_dir)
+
+
+def segmented_alone(tmp_path: Path) -> tuple:
+    """An oblique phantom study, :func:`two_packages`, and each package's own segmentation of it
+    (before any seed network is attached): (study, package_dir, seed_dir, plain, seed_alone)."""
+    phantom = make_phantom(size_ijk=(36, 40, 9), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(5.0, -10.0, 20.0))
+    study = load_study(dwi=phantom.dwi, adc=phantom.adc)
+    package_dir, seed_dir = two_packages(tmp_path)
+    plain = segment_study(study, load_model_package(package_dir), device="cpu")
+    seed_alone = segment_study(study, load_model_package(seed_dir), device="cpu")
+    return study, package_dir, seed_dir, plain, seed_alone
 
 
 def test_segment_study_keeps_only_the_components_the_seed_network_detects(tmp_path: Path) -> None:
@@ -115,17 +129,11 @@ def test_segment_study_keeps_only_the_components_the_seed_network_detects(tmp_pa
     thresholded map that hold a voxel where the seed network reaches its threshold; the
     probability it returns is 0 elsewhere, and the mask is cut from it. Thresholds at the two
     untrained networks' in-brain medians, so that some components are seeded and some not."""
-    phantom = make_phantom(size_ijk=(36, 40, 9), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(5.0, -10.0, 20.0))
-    study = load_study(dwi=phantom.dwi, adc=phantom.adc)
-    package_dir, seed_dir = two_packages(tmp_path)
-    plain = segment_study(study, load_model_package(package_dir), device="cpu")
+    study, package_dir, seed_dir, plain, seed_alone = segmented_alone(tmp_path)
     brain = plain.brain.array.astype(bool)
-    seed_alone = segment_study(study, load_model_package(seed_dir), device="cpu")
     own_threshold = float(np.quantile(plain.probability.array[brain], 0.7))
     seed_threshold = float(np.quantile(seed_alone.probability.array[brain], 0.9))
-    manifest = manifest_of(package_dir)
-    manifest["threshold"] = own_threshold
-    (package_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    set_manifest(package_dir, threshold=own_threshold)
     attach_seed_network(package_dir, seed_dir, seed_threshold)
 
     calls = []
@@ -155,18 +163,12 @@ def test_a_grown_package_is_seeded_on_its_grown_components(tmp_path: Path) -> No
     and the mask is :func:`postprocess.candidates` of what the seeds keep."""
     from LambdaSegmentLib.inference.postprocess import candidates
 
-    phantom = make_phantom(size_ijk=(36, 40, 9), spacing_mm=(4.0, 4.0, 6.0), tilt_deg=(5.0, -10.0, 20.0))
-    study = load_study(dwi=phantom.dwi, adc=phantom.adc)
-    package_dir, seed_dir = two_packages(tmp_path)
-    plain = segment_study(study, load_model_package(package_dir), device="cpu")
+    study, package_dir, seed_dir, plain, seed_alone = segmented_alone(tmp_path)
     brain = plain.brain.array.astype(bool)
-    seed_alone = segment_study(study, load_model_package(seed_dir), device="cpu")
     high = float(np.quantile(plain.probability.array[brain], 0.8))
     low = float(np.quantile(plain.probability.array[brain], 0.6))
     seed = (seed_alone.probability.array >= float(np.quantile(seed_alone.probability.array[brain], 0.9))) & brain
-    manifest = manifest_of(package_dir)
-    manifest["threshold"], manifest["postprocessing"] = high, {"grow_threshold": low}
-    (package_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    set_manifest(package_dir, threshold=high, postprocessing={"grow_threshold": low})
     attach_seed_network(package_dir, seed_dir, float(np.quantile(seed_alone.probability.array[brain], 0.9)))
 
     result = segment_study(study, load_model_package(package_dir), device="cpu")
