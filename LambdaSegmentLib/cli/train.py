@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
@@ -66,6 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="after training, re-estimate the running statistics of every BatchNorm that trained as an equal-weight "
                             "average over N fresh batches of the training distribution (the epochs after the last; "
                             "training/precise_batchnorm.py); 0: keep the moving averages training left (default)")
+    model.add_argument("--batchnorm-noise", type=float, default=0.0, metavar="SD",
+                       help="while training, shift every training BatchNorm's statistics by fresh noise each pass (mean by "
+                            "N(0, SD) standard deviations, standard deviation by a factor exp(N(0, SD))), so the network does not "
+                            "hinge on the exact running statistics it ships with (training/batchnorm_noise.py); 0: none (default)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -172,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(None, "no training data: give --data DIR, --synthetic N and/or --real-backgrounds DIR --real-background-studies N")
     if bool(args.real_backgrounds) != (args.real_background_studies > 0):
         raise BadInputError("--real-backgrounds", "give the folders and --real-background-studies N > 0 together")
+    if not (math.isfinite(args.batchnorm_noise) and args.batchnorm_noise >= 0):
+        raise BadInputError("--batchnorm-noise", f"must be a standard deviation >= 0, got {args.batchnorm_noise}")
     if args.precise_batchnorm < 0:
         raise BadInputError("--precise-batchnorm", f"must be a number of batches >= 0, got {args.precise_batchnorm}")
     if args.carve_probability > 0 and not args.real_backgrounds:
@@ -218,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
             freeze_batchnorm=args.freeze_batchnorm,
             frozen_modules=tuple(args.freeze_modules),
             frozen_statistics=args.frozen_statistics,
+            batchnorm_noise=args.batchnorm_noise,
         )
     except ValueError as error:
         if str(error).startswith("cannot freeze"):  # an unknown --freeze-modules name; nothing written yet
@@ -280,6 +288,10 @@ def run(args: argparse.Namespace) -> int:
             state["checkpoint"] = Path(best_path).name
         else:
             best = module
+        if args.batchnorm_noise > 0:
+            state["batchnorm_noise"] = {"sd": args.batchnorm_noise, "how": "every training BatchNorm's mean shifted by N(0, sd) "
+                                        "standard deviations and its standard deviation scaled by exp(N(0, sd)), per channel "
+                                        "and pass, in training only (training/batchnorm_noise.py)"}
         if args.precise_batchnorm > 0:
             state["precise_batchnorm"] = _precise_batchnorm(best, datamodule, args.precise_batchnorm)
             print(f"precise BatchNorm: {state['precise_batchnorm']['batch_norms']} BatchNorms re-estimated on "

@@ -9,6 +9,7 @@ only says what one step computes. Batches are dicts:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import lightning as L
@@ -18,6 +19,7 @@ from torch import nn
 from LambdaSegmentLib.models import batch_norms, create_model
 
 from . import recipe
+from .batchnorm_noise import add_statistics_noise
 from .losses import make_loss
 
 OPTIMIZERS = ("rmsprop", "adamw")
@@ -84,6 +86,10 @@ class SegmentationModule(L.LightningModule):
             "keep" (the default: eval mode, as above) or "update" (train mode: they normalise with
             batch statistics and re-estimate their running ones on this run's windows, while every
             weight of the frozen modules stays fixed).
+        batchnorm_noise: standard deviation of the noise on every training BatchNorm's
+            statistics (``training.batchnorm_noise``: its mean shifted by δ·σ and its standard
+            deviation scaled by e^η, δ, η ~ N(0, SD) per channel and pass); 0 (the default): none.
+            Training only: inference computes exactly what it would without it.
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -107,6 +113,7 @@ class SegmentationModule(L.LightningModule):
         freeze_batchnorm: bool = False,
         frozen_modules: Sequence[str] = (),
         frozen_statistics: str = "keep",
+        batchnorm_noise: float = 0.0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -128,6 +135,12 @@ class SegmentationModule(L.LightningModule):
             )
         for name in frozen_modules:
             submodules[name].requires_grad_(False)
+        if not (math.isfinite(batchnorm_noise) and batchnorm_noise >= 0):
+            raise ValueError(f"batchnorm_noise must be a finite number >= 0, not {batchnorm_noise}")
+        if batchnorm_noise > 0:
+            # the hooks act in train mode only; a checkpointed block's recomputation draws the
+            # same noise again (torch.utils.checkpoint restores the generator's state)
+            add_statistics_noise(self.model, batchnorm_noise)
         if activation_checkpointing:
             apply_activation_checkpointing(self.model)
         # Lightning records each submodule's mode when fitting starts and restores it after
