@@ -53,9 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=LOSS_NAMES, default="bce",
                        help="bce (the paper's), dice_bce (+ soft Dice) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
-    model.add_argument("--freeze-batchnorm", action="store_true",
-                       help="train with every BatchNorm in eval mode: its running statistics (e.g. of the --init-weights package) "
-                            "normalise as at inference and are not updated; its scale and shift still learn")
+    model.add_argument("--freeze-batchnorm", nargs="*", default=None, metavar="NAME",
+                       help="train with BatchNorms in eval mode: every one, or with names (as --freeze-modules, e.g. inc downs.0) "
+                            "those inside these submodules; their running statistics (e.g. of the --init-weights package) "
+                            "normalise as at inference and are not updated; their scale and shift and every weight still learn")
     model.add_argument("--freeze-modules", nargs="+", default=[], metavar="NAME",
                        help="the model's submodules that do not train, top-level or dotted (e.g. LambdaUNet's encoder: inc downs; "
                             "its first two levels: inc downs.0): "
@@ -126,6 +127,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _devices(text: str) -> int | str:
     return text if text == "auto" else int(text)
+
+
+def _frozen_batchnorms(names: list[str] | None) -> bool | tuple[str, ...]:
+    """``--freeze-batchnorm``: absent, none frozen (the paper's); bare, every BatchNorm; with
+    names, the BatchNorms inside those submodules."""
+    if names is None:
+        return False
+    return tuple(names) if names else True
 
 
 def _precise_batchnorm(module: Any, datamodule: Any, batches: int) -> dict[str, Any]:
@@ -222,12 +231,14 @@ def run(args: argparse.Namespace) -> int:
             decay_end_epoch=args.decay_end_epoch,
             threshold=args.threshold,
             activation_checkpointing=args.activation_checkpointing,
-            freeze_batchnorm=args.freeze_batchnorm,
+            freeze_batchnorm=_frozen_batchnorms(args.freeze_batchnorm),
             frozen_modules=tuple(args.freeze_modules),
             frozen_statistics=args.frozen_statistics,
             batchnorm_noise=args.batchnorm_noise,
         )
     except ValueError as error:
+        if str(error).startswith("cannot freeze the BatchNorms"):  # an unknown --freeze-batchnorm name; nothing written yet
+            raise BadInputError("--freeze-batchnorm", str(error)) from None
         if str(error).startswith("cannot freeze"):  # an unknown --freeze-modules name; nothing written yet
             raise BadInputError("--freeze-modules", str(error)) from None
         raise

@@ -71,11 +71,14 @@ class SegmentationModule(L.LightningModule):
         threshold: probability at which validation masks are cut (0.5).
         activation_checkpointing: recompute block activations in the backward pass.
         optimizer: "rmsprop" (the paper's) or "adamw" (momentum unused; for short budgets).
-        freeze_batchnorm: keep every BatchNorm in eval mode while training: it normalises with
-            its running statistics (e.g. re-estimated on whole studies,
+        freeze_batchnorm: keep BatchNorms in eval mode while training: True for every one, or
+            names of submodules (as ``frozen_modules``, e.g. ``("inc", "downs.0")``) for those
+            inside them. Such a BatchNorm normalises with its running statistics (the
+            ``--init-weights`` package's, or e.g. re-estimated on whole studies,
             ``benchmarks/dropped_slice.py recalibrate``) and never updates them, so training
-            computes what inference computes; their scale and shift still learn. The default
-            (False) is the paper's: batch statistics in training, running ones at inference.
+            computes what inference computes there; its scale and shift and every other weight
+            still learn. The default (False) is the paper's: batch statistics in training, running
+            ones at inference.
         frozen_modules: names of the model's submodules, top-level or dotted paths (e.g.
             ``("inc", "downs")``, LambdaUNet's encoder, or ``("inc", "downs.0")``, its two
             highest-resolution levels) that do not train: their parameters get no gradient and stay
@@ -110,7 +113,7 @@ class SegmentationModule(L.LightningModule):
         threshold: float = recipe.THRESHOLD,
         activation_checkpointing: bool = False,
         optimizer: str = "rmsprop",
-        freeze_batchnorm: bool = False,
+        freeze_batchnorm: bool | Sequence[str] = False,
         frozen_modules: Sequence[str] = (),
         frozen_statistics: str = "keep",
         batchnorm_noise: float = 0.0,
@@ -135,6 +138,14 @@ class SegmentationModule(L.LightningModule):
             )
         for name in frozen_modules:
             submodules[name].requires_grad_(False)
+        if not isinstance(freeze_batchnorm, bool):
+            unknown_norms = [name for name in freeze_batchnorm if not name or name not in submodules]
+            if unknown_norms or not freeze_batchnorm:
+                children = [name for name, _ in self.model.named_children()]
+                raise ValueError(
+                    f"cannot freeze the BatchNorms of {unknown_norms or 'no submodule'}: {model_name}'s top-level "
+                    f"submodules are {children} (a dotted path such as downs.0 names one inside them)"
+                )
         if not (math.isfinite(batchnorm_noise) and batchnorm_noise >= 0):
             raise ValueError(f"batchnorm_noise must be a finite number >= 0, not {batchnorm_noise}")
         if batchnorm_noise > 0:
@@ -150,9 +161,12 @@ class SegmentationModule(L.LightningModule):
     def train(self, mode: bool = True) -> "SegmentationModule":
         """Lightning's train/eval switch, with the BatchNorms left in eval mode under ``freeze_batchnorm``."""
         super().train(mode)
-        if mode and self.hparams.get("freeze_batchnorm", False):
-            for norm in batch_norms(self.model):
-                norm.eval()
+        frozen_norms = self.hparams.get("freeze_batchnorm", False)
+        if mode and frozen_norms:
+            submodules = dict(self.model.named_modules())
+            for scope in [self.model] if frozen_norms is True else [submodules[name] for name in frozen_norms]:
+                for norm in batch_norms(scope):
+                    norm.eval()
         if mode and self.hparams.get("frozen_statistics", "keep") == "keep":
             submodules = dict(self.model.named_modules())
             for name in self.hparams.get("frozen_modules", ()):

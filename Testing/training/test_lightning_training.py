@@ -173,3 +173,19 @@ def test_frozen_modules_may_update_their_statistics_while_their_weights_stay() -
     assert module.model.downs.training
     with pytest.raises(ValueError, match="frozen_statistics must be keep or update"):
         SegmentationModule("lambda_unet", TINY_MODEL, frozen_modules=("inc",), frozen_statistics="adapt")
+
+
+def test_batchnorms_frozen_in_named_submodules_only() -> None:
+    """``freeze_batchnorm=("inc", "downs.0")`` (``--freeze-batchnorm inc downs.0``): a real fit
+    leaves the running statistics of the stem's and first down level's BatchNorms as they were
+    while every other BatchNorm updates its own and every weight learns; an unknown name is refused."""
+    batches = shifted_noise_batches()
+    module = SegmentationModule("lambda_unet", TINY_MODEL, loss="dice_bce", learning_rate=1e-2, freeze_batchnorm=("inc", "downs.0"))
+    before, after = fit_one_epoch(module, batches)
+    statistics = [name for name in before if name.endswith(("running_mean", "running_var"))]
+    frozen = [name for name in statistics if name.startswith(("inc.", "downs.0."))]
+    assert frozen and all(torch.equal(before[name], after[name]) for name in frozen)
+    assert all(not torch.equal(before[name], after[name]) for name in statistics if name not in frozen)
+    assert any(not torch.equal(before[name], after[name]) for name in before if name.startswith("inc.") and name.endswith(".weight"))
+    with pytest.raises(ValueError, match="cannot freeze the BatchNorms of \\['stem'\\]"):
+        SegmentationModule("lambda_unet", TINY_MODEL, freeze_batchnorm=("stem",))

@@ -1,6 +1,6 @@
-"""Noise on the BatchNorm statistics while training (``--batchnorm-noise SD``): the output is
+"""BatchNorm statistics while training: noise on them (``--batchnorm-noise SD``: the output is
 the BatchNorm's with shifted statistics in train mode, untouched in eval mode, and the running
-statistics are the noise-free ones."""
+statistics are the noise-free ones), and some of them fixed (``--freeze-batchnorm NAME ...``)."""
 
 from __future__ import annotations
 
@@ -95,4 +95,19 @@ def test_train_with_noise_records_it_and_a_negative_value_writes_nothing(tmp_pat
     a, b = load_model_package(plain).model.state_dict(), load_model_package(noisy).model.state_dict()
     assert any(not torch.equal(a[name], b[name]) for name in a if not name.endswith("num_batches_tracked"))
     assert main(train_args(tmp_path / "never", "--devices", "1", "--batchnorm-noise", "-0.5")) == 2
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.needs_atlas
+def test_freeze_batchnorm_names_reach_the_module_and_unknown_ones_write_nothing(tmp_path: Path) -> None:
+    """``--freeze-batchnorm inc downs.0`` trains with those BatchNorms' statistics fixed (the
+    package keeps the starting ones: here a fresh network's, mean 0 and variance 1) and the
+    others updated; an unknown name is refused with its flag named, before anything is written."""
+    frozen = tmp_path / "frozen"
+    assert main(train_args(frozen, "--devices", "1", "--seed", "5", "--freeze-batchnorm", "inc", "downs.0")) == 0
+    state = load_model_package(frozen).model.state_dict()
+    assert torch.equal(state["inc.1.running_mean"], torch.zeros_like(state["inc.1.running_mean"]))
+    assert torch.equal(state["downs.0.norm1.running_var"], torch.ones_like(state["downs.0.norm1.running_var"]))
+    assert not torch.equal(state["ups.0.conv.1.running_mean"], torch.zeros_like(state["ups.0.conv.1.running_mean"]))
+    assert main(train_args(tmp_path / "never", "--devices", "1", "--freeze-batchnorm", "stem")) == 2
     assert not (tmp_path / "never").exists()
