@@ -140,7 +140,11 @@ evaluate_folds() {  # evaluate_folds LABEL FOLD_SUFFIX [real_scan_cv options]: $
     "$PYTHON" benchmarks/real_scan_cv.py --label "$label" --fold-packages "A=$RUNS/foldA$suffix/pkg" "B=$RUNS/foldB$suffix/pkg" \
         --postprocessing choose --objective "$OBJECTIVE" "$@" --synthetic "${EXTRA[@]}"
 }
-STEPS=(--steps threshold size edge contralateral)
+# The post-processing search's steps (benchmarks/real_scan_cv.py --steps) for evaluate* and ship;
+# SEARCH_STEPS="threshold edge contralateral" is issue 13's protocol N (no minimum lesion size:
+# one real case of one lesion type cannot set a prior over lesion sizes; docs/MODEL_CARD.md, rule 36).
+SEARCH_STEPS=${SEARCH_STEPS:-threshold size edge contralateral}
+read -r -a STEPS <<< "--steps $SEARCH_STEPS"
 
 EXTRA=("$@")
 case "$stage" in
