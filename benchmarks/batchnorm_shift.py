@@ -24,11 +24,16 @@ from LambdaSegmentLib.inference import load_model_package
 STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
 
 
-def shift(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
-    """{BatchNorm name: {"mean_shift_sd", "abs_log_var_ratio"}} of state dicts ``a`` against ``b``."""
+def require_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tool: str) -> None:
+    """Stop unless state dicts ``a`` and ``b`` differ in BatchNorm statistics alone."""
     learned = [key for key in a if not key.endswith(STATISTICS)]
     if set(a) != set(b) or not all(torch.equal(a[key], b[key]) for key in learned):
-        raise SystemExit("batchnorm_shift: the packages' learned tensors differ; compare statistics of the same weights")
+        raise SystemExit(f"{tool}: the packages' learned tensors differ; compare statistics of the same weights")
+
+
+def shift(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
+    """{BatchNorm name: {"mean_shift_sd", "abs_log_var_ratio"}} of state dicts ``a`` against ``b``."""
+    require_same_weights(a, b, "batchnorm_shift")
     rows = {}
     for key in a:
         if key.endswith("running_var"):

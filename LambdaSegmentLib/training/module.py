@@ -126,26 +126,25 @@ class SegmentationModule(L.LightningModule):
         self.loss_fn = make_loss(loss)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; available: {', '.join(OPTIMIZERS)}")
-        submodules = dict(self.model.named_modules())
-        unknown = [name for name in frozen_modules if not name or name not in submodules]
         if frozen_statistics not in ("keep", "update"):
             raise ValueError(f"frozen_statistics must be keep or update, not {frozen_statistics!r}")
-        if unknown:
-            children = [name for name, _ in self.model.named_children()]
-            raise ValueError(
-                f"cannot freeze {unknown}: {model_name}'s top-level submodules are {children} "
-                "(a dotted path such as downs.0 names one inside them)"
-            )
+        submodules = dict(self.model.named_modules())
+
+        def refuse_unknown(names: Sequence[str], what: str) -> None:
+            unknown = [name for name in names if not name or name not in submodules]
+            if unknown or not names:
+                children = [name for name, _ in self.model.named_children()]
+                raise ValueError(
+                    f"cannot freeze {what}{unknown or 'no submodule'}: {model_name}'s top-level submodules are "
+                    f"{children} (a dotted path such as downs.0 names one inside them)"
+                )
+
+        if frozen_modules:
+            refuse_unknown(frozen_modules, "")
         for name in frozen_modules:
             submodules[name].requires_grad_(False)
         if not isinstance(freeze_batchnorm, bool):
-            unknown_norms = [name for name in freeze_batchnorm if not name or name not in submodules]
-            if unknown_norms or not freeze_batchnorm:
-                children = [name for name, _ in self.model.named_children()]
-                raise ValueError(
-                    f"cannot freeze the BatchNorms of {unknown_norms or 'no submodule'}: {model_name}'s top-level "
-                    f"submodules are {children} (a dotted path such as downs.0 names one inside them)"
-                )
+            refuse_unknown(freeze_batchnorm, "the BatchNorms of ")
         if not (math.isfinite(batchnorm_noise) and batchnorm_noise >= 0):
             raise ValueError(f"batchnorm_noise must be a finite number >= 0, not {batchnorm_noise}")
         if batchnorm_noise > 0:
@@ -161,14 +160,15 @@ class SegmentationModule(L.LightningModule):
     def train(self, mode: bool = True) -> "SegmentationModule":
         """Lightning's train/eval switch, with the BatchNorms left in eval mode under ``freeze_batchnorm``."""
         super().train(mode)
+        if not mode:
+            return self
+        submodules = dict(self.model.named_modules())
         frozen_norms = self.hparams.get("freeze_batchnorm", False)
-        if mode and frozen_norms:
-            submodules = dict(self.model.named_modules())
+        if frozen_norms:
             for scope in [self.model] if frozen_norms is True else [submodules[name] for name in frozen_norms]:
                 for norm in batch_norms(scope):
                     norm.eval()
-        if mode and self.hparams.get("frozen_statistics", "keep") == "keep":
-            submodules = dict(self.model.named_modules())
+        if self.hparams.get("frozen_statistics", "keep") == "keep":
             for name in self.hparams.get("frozen_modules", ()):
                 submodules[name].eval()
         return self
