@@ -106,6 +106,12 @@ class LambdaUNet(UNet2p5d):
             running statistics, so none can differ between lesion-rich training windows and a
             whole study: the second cause of the dropped slices of ``docs/MODEL_CARD.md``).
             Changes the function: a model must be trained with it.
+        stem_norm: the normalisation of the stem (``inc``) and the first encoder block
+            (``downs.0``, its Lambda+ values included; its queries keep ``query_norm``) instead of ``norm``; None (every package
+            up to 2.1.0): ``norm``. ``"group"`` with BatchNorm elsewhere takes batch statistics
+            out of the two levels where they decided whether whole-territory infarcts were
+            found (``benchmarks/batchnorm_swap.py``; ``docs/MODEL_CARD.md``), and keeps them in
+            the deeper levels, where GroupNorm everywhere learned too little.
         checkpoint_activations: recompute each encoder block's activations in the backward
             pass instead of storing them (training memory; same results).
 
@@ -130,6 +136,7 @@ class LambdaUNet(UNet2p5d):
         query_norm: str = "batch",
         content_norm: str = "none",
         norm: str = "batch",
+        stem_norm: str | None = None,
         checkpoint_activations: bool = False,
     ) -> None:
         lambda_config = dict(
@@ -142,8 +149,12 @@ class LambdaUNet(UNet2p5d):
             query_norm=query_norm,
             content_norm=content_norm,
         )
+        # UNet2p5d builds the encoder blocks in level order, so they take these norms in turn.
+        down_norms = iter([stem_norm or norm] + [norm] * (len(widths) - 2))
         super().__init__(
-            in_channels, widths, lambda a, b: LambdaDown(a, b, checkpoint_activations, norm, **lambda_config), norm=norm
+            in_channels, widths,
+            lambda a, b: LambdaDown(a, b, checkpoint_activations, next(down_norms), **lambda_config),
+            norm=norm, stem_norm=stem_norm,
         )
         self.slice_context = slice_context
 

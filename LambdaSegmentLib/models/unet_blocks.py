@@ -96,19 +96,20 @@ class UNet2p5d(nn.Module):
         make_up: builds a decoder block ``(in, skip) -> module`` (default :class:`Up`
             with ``norm``).
         norm: normalisation of the stem and the default decoder blocks (:data:`NORMS`).
+        stem_norm: the stem's (``inc``) normalisation instead of ``norm`` (None: ``norm``).
 
     forward(x (b, c, t, h, w)) -> logits (b, 1, t, h, w); h and w divisible by 2^(levels-1).
     """
 
     def __init__(
         self, in_channels: int, widths: Sequence[int], make_down: DownFactory, make_up: UpFactory | None = None,
-        norm: str = "batch",
+        norm: str = "batch", stem_norm: str | None = None,
     ) -> None:
         super().__init__()
         widths = list(widths)
         self.widths = widths
         make_up = make_up or functools.partial(Up, norm=norm)
-        self.inc = DoubleConv(in_channels, widths[0], norm)
+        self.inc = DoubleConv(in_channels, widths[0], stem_norm or norm)
         self.downs = nn.ModuleList(make_down(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.ups = nn.ModuleList(make_up(a, b) for a, b in zip(widths[:0:-1], widths[-2::-1]))
         self.outc = nn.Conv2d(widths[0], 1, kernel_size=1)

@@ -13,6 +13,13 @@ Two cases are accepted, anything else is refused with a ``BadInputError`` naming
   1 only) gets the package's weights for the package's channels and **zeros** for the new
   ones. The new channels then contribute nothing: the fine-tune starts computing exactly
   the package's function, and learns to use them.
+- **the same model with BatchNorms become GroupNorms**: the configurations differ only in
+  ``norm`` or ``stem_norm`` (:data:`NORM_KEYS`), toward ``"group"``, and the preprocessing is the
+  package's. Every tensor the model has is copied, the converted layers' affine weights
+  included; what only the package has is the converted BatchNorms' running statistics, which
+  a GroupNorm has no use for. The function changes (each slice is now normalised by its own
+  statistics), so such a run continues training rather than fine-tunes: it keeps the
+  learned convolutions and Lambda+ projections instead of a random start.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ import torch
 from torch import nn
 
 from LambdaSegmentLib.errors import BadInputError
+
+NORM_KEYS = ("norm", "stem_norm")
+"""Configuration keys naming a model's normalisation layers (``models.lambda_unet.LambdaUNet``)."""
+BATCH_NORM_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
 
 
 def widen_input_channels(
@@ -78,6 +89,32 @@ def widen_input_channels(
     return state, stem
 
 
+def drop_converted_statistics(
+    source_state: Mapping[str, torch.Tensor], target_state: Mapping[str, torch.Tensor], *, source: str | Path = "<memory>",
+) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """``source_state`` restricted to ``target_state``'s keys, where the only keys it loses are
+    BatchNorm running statistics (of layers the target has as GroupNorms).
+
+    Returns:
+        (state, dropped): the state dict to load, and the dropped keys.
+
+    Raises:
+        BadInputError: the target has a key the source lacks, a shape differs, or a dropped
+            key is anything but BatchNorm running statistics.
+    """
+    missing = sorted(set(target_state) - set(source_state))
+    dropped = sorted(set(source_state) - set(target_state))
+    reshaped = [key for key in target_state if key in source_state and source_state[key].shape != target_state[key].shape]
+    not_statistics = [key for key in dropped if key.rsplit(".", 1)[-1] not in BATCH_NORM_STATISTICS]
+    if missing or reshaped or not_statistics:
+        raise BadInputError(
+            source,
+            f"--init-weights: converting BatchNorms to GroupNorms may only drop running statistics; "
+            f"missing {missing[:3]}, reshaped {reshaped[:3]}, dropped {not_statistics[:3]}",
+        )
+    return {key: source_state[key].detach().clone() for key in target_state}, dropped
+
+
 def _without(block: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {key: value for key, value in block.items() if key not in keys}
 
@@ -112,6 +149,29 @@ def initialise_from_package(
     if architecture["name"] == model_name and source_config == dict(model_config):
         model.load_state_dict(package.model.state_dict())
         return f"--init-weights: weights of {package.name} {package.version} ({package_dir})"
+
+    converted = [key for key in NORM_KEYS if source_config.get(key) != model_config.get(key)]
+    if (
+        architecture["name"] == model_name
+        and converted
+        and _without(source_config, *NORM_KEYS) == _without(model_config, *NORM_KEYS)
+        and all(model_config.get(key) == "group" for key in converted)
+    ):
+        if dict(package.manifest["preprocessing"]) != dict(preprocessing):
+            raise BadInputError(
+                package_dir,
+                f"--init-weights: the package's preprocessing {package.manifest['preprocessing']} differs from the run's "
+                f"{dict(preprocessing)}; converting normalisations keeps the package's preprocessing",
+            )
+        from .module import unwrapped_state_dict
+
+        state, dropped = drop_converted_statistics(package.model.state_dict(), unwrapped_state_dict(model), source=package_dir)
+        model.load_state_dict(state)
+        return (
+            f"--init-weights: weights of {package.name} {package.version} ({package_dir}); "
+            f"{', '.join(f'{key} {source_config.get(key)} → group' for key in converted)}: every weight copied, "
+            f"{len(dropped)} BatchNorm statistics tensors dropped (the model's function changes: train it on)"
+        )
 
     source_channels = list(package.manifest["preprocessing"].get("channels", ()))
     target_channels = list(preprocessing.get("channels", ()))

@@ -69,3 +69,34 @@ def test_inference_copy_matches_the_eval_model() -> None:
 def test_unknown_norm_is_refused() -> None:
     with pytest.raises(ValueError, match="norm must be one of"):
         create_model("lambda_unet", norm="layer", **SMALL)
+
+
+def test_stem_norm_puts_group_norm_in_the_stem_and_first_encoder_block_only() -> None:
+    model = create_model("lambda_unet", stem_norm="group", **SMALL)
+    groups = {name for name, m in model.named_modules() if isinstance(m, nn.GroupNorm)}
+    assert groups == {"inc.1", "inc.4", "downs.0.norm1", "downs.0.norm2", "downs.0.lambda1.norm_v", "downs.0.lambda2.norm_v"}
+    assert not any(name.startswith(("inc", "downs.0.")) for name, m in model.named_modules() if isinstance(m, nn.BatchNorm2d))
+    assert len(batch_norms(model)) == len(batch_norms(create_model("lambda_unet", **SMALL))) - len(groups)
+    # None keeps the model exactly as before (every package up to 2.1.0)
+    torch.manual_seed(0)
+    plain = create_model("lambda_unet", **SMALL).state_dict()
+    torch.manual_seed(0)
+    unset = create_model("lambda_unet", stem_norm=None, **SMALL).state_dict()
+    assert plain.keys() == unset.keys() and all(torch.equal(plain[k], unset[k]) for k in plain)
+
+
+def test_stem_norm_model_optimised_for_inference_matches_the_eval_model() -> None:
+    torch.manual_seed(0)
+    model = create_model("lambda_unet", stem_norm="group", **SMALL)
+    with torch.no_grad():  # non-trivial statistics and affines in both kinds of layer
+        for module in model.modules():
+            if isinstance(module, (nn.GroupNorm, nn.BatchNorm2d)):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.2, 0.2)
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.normal_(0.0, 0.3)
+                module.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    x = torch.randn(1, 2, 6, 48, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(optimise_for_inference(model)(x), model(x), atol=1e-4, rtol=1e-4)

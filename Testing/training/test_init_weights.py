@@ -12,7 +12,7 @@ from LambdaSegmentLib.inference import load_model_package
 from LambdaSegmentLib.inference.package import read_manifest, save_model_package
 from LambdaSegmentLib.inference.untrained import DEFAULT_PREPROCESSING, SMALL_LAMBDA_UNET, save_untrained_package
 from LambdaSegmentLib.models import create_model
-from LambdaSegmentLib.training.init_weights import initialise_from_package, widen_input_channels
+from LambdaSegmentLib.training.init_weights import drop_converted_statistics, initialise_from_package, widen_input_channels
 
 CONTRA = {**DEFAULT_PREPROCESSING, "channels": ["eadc", "dwi", "dwi_asymmetry"]}
 SMALL_UNET = {"widths": [8, 16, 32]}
@@ -92,3 +92,46 @@ def test_the_train_command_refuses_a_mismatched_package_before_training(tmp_path
     assert code == 2
     error = capsys.readouterr().err
     assert "lambdasegment: error:" in error and "only the same model" in error and str(package_dir) in error
+
+
+def test_batch_norms_converted_to_group_norms_keep_every_weight(tmp_path):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=4)
+    source = load_model_package(package_dir).model.state_dict()
+    config = {**SMALL_LAMBDA_UNET, "stem_norm": "group"}
+    model = create_model("lambda_unet", **config)
+
+    message = initialise_from_package(model, package_dir, "lambda_unet", config, DEFAULT_PREPROCESSING)
+
+    assert "stem_norm None → group" in message and "BatchNorm statistics tensors dropped" in message
+    loaded = model.state_dict()
+    for key, value in loaded.items():  # the GroupNorms' affines are the BatchNorms'
+        torch.testing.assert_close(value, source[key], rtol=0, atol=0)
+    dropped = set(source) - set(loaded)
+    assert dropped and all(key.startswith(("inc.", "downs.0.")) and key.rsplit(".", 1)[-1] in
+                           ("running_mean", "running_var", "num_batches_tracked") for key in dropped)
+
+
+@pytest.mark.parametrize(
+    "config, preprocessing, message",
+    [
+        ({**SMALL_LAMBDA_UNET, "stem_norm": "group"}, {**DEFAULT_PREPROCESSING, "in_plane_spacing_mm": 1.5}, "converting normalisations keeps"),
+        ({**SMALL_LAMBDA_UNET, "stem_norm": "group", "widths": [8, 16, 64]}, DEFAULT_PREPROCESSING, "only the same model"),
+    ],
+    ids=["other-spacing", "other-widths"],
+)
+def test_a_conversion_with_anything_else_changed_is_refused(tmp_path, config, preprocessing, message):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=4)
+    with pytest.raises(BadInputError, match=message) as refused:
+        initialise_from_package(create_model("lambda_unet", **config), package_dir, "lambda_unet", config, preprocessing)
+    assert str(package_dir) in str(refused.value)
+
+
+def test_converting_refuses_to_drop_anything_but_running_statistics():
+    source = create_model("lambda_unet", **SMALL_LAMBDA_UNET).state_dict()
+    target = create_model("lambda_unet", **{**SMALL_LAMBDA_UNET, "stem_norm": "group"}).state_dict()
+    state, dropped = drop_converted_statistics(source, target)
+    assert state.keys() == target.keys() and dropped
+    with pytest.raises(BadInputError, match="may only drop running statistics"):
+        drop_converted_statistics(source, {key: value for key, value in target.items() if key != "outc.weight"} | {"extra.weight": torch.zeros(1)})
+    with pytest.raises(BadInputError, match="may only drop running statistics"):
+        drop_converted_statistics({key: value for key, value in source.items() if key != "outc.bias"}, target)
