@@ -270,8 +270,11 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
     return row
 
 
-def candidate_settings(steps: tuple[str, ...]) -> list[PostProcessing]:
-    axes = [GRID[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
+def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"]) -> list[PostProcessing]:
+    """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
+    a step not searched keeps its first value, the threshold 0.5)."""
+    grid = {**GRID, "threshold": tuple(thresholds)}
+    axes = [grid[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
@@ -297,7 +300,7 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
-           objective: str = "dice") -> tuple[PostProcessing, float]:
+           objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"]) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -305,7 +308,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps):
+    for settings in candidate_settings(steps, thresholds):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -368,6 +371,8 @@ def main() -> None:
     parser.add_argument("--fold-packages", nargs="*", default=["A=bundled", "B=bundled"], metavar="FOLD=PKG")
     parser.add_argument("--postprocessing", choices=("choose", "package", "none"), default="choose")
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
+    parser.add_argument("--thresholds", nargs="+", type=float, default=list(GRID["threshold"]), metavar="T",
+                        help=f"the threshold step's values (default {' '.join(map(str, GRID['threshold']))})")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -390,7 +395,7 @@ def main() -> None:
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
-        ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis)
+        ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds))
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -403,7 +408,7 @@ def main() -> None:
     from LambdaSegmentLib.training.export import source_revision
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
-                               "steps": args.steps, "objective_per_study": args.objective,
+                               "steps": args.steps, "thresholds": args.thresholds, "objective_per_study": args.objective,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
     search_studies = validation_studies(args.validation_synthesis) if args.postprocessing == "choose" else []
@@ -419,7 +424,7 @@ def main() -> None:
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
-            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective)
+            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds))
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -461,7 +466,7 @@ def main() -> None:
 
 
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
-         extra_ranges: dict[str, Any] | None = None) -> None:
+         extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"]) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``)
     and write it into its manifest."""
@@ -472,12 +477,13 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
            for case in CASES for thick in (False, True)]
     validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=flips)
                   for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies(extra_ranges))]
-    settings, objective = choose(own, validation, steps, objective_name)
+    settings, objective = choose(own, validation, steps, objective_name, thresholds)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
     manifest["postprocessing_choice"] = {
         "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps)
+                   + (f" --thresholds {' '.join(map(str, thresholds))}" if tuple(thresholds) != GRID["threshold"] else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges)],
         "objective": round(objective, 4),

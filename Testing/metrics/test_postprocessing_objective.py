@@ -114,3 +114,10 @@ def test_a_bad_validation_synthesis_is_refused_before_any_work(cv, monkeypatch, 
         cv.main()
     assert stopped.value.code == 2
     assert "--validation-synthesis" in capsys.readouterr().err
+
+
+def test_the_threshold_grid_is_the_one_given(cv) -> None:
+    assert [s.threshold for s in cv.candidate_settings(("threshold",))] == list(cv.GRID["threshold"])
+    assert [s.threshold for s in cv.candidate_settings(("threshold",), (0.1, 0.2, 0.3))] == [0.1, 0.2, 0.3]
+    # a threshold that is not searched stays at 0.5, whatever values were given
+    assert {s.threshold for s in cv.candidate_settings(("edge",), (0.1, 0.2))} == {0.5}
