@@ -75,11 +75,21 @@ CONTENT_NORM=${CONTENT_NORM:-none}
 # models.unet_blocks.make_norm). It changes the architecture, so it needs its own runs folder:
 #   NORM=group RUNS=runs/cv-rms-gn scripts/train_cv.sh pretrain   (then foldA, foldB, evaluate, ...)
 NORM=${NORM:-batch}
+# The normalisation of the stem and the first encoder block only ("inc" and "downs.0"): empty (as
+# NORM; every package so far) or "group" (models.lambda_unet.LambdaUNet stem_norm): no batch
+# statistics in the two levels where they decided whether whole-territory infarcts were found
+# (benchmarks/batchnorm_swap.py). It changes the architecture, so it needs its own runs folder;
+# stage 1 may continue a BatchNorm stage 1 (--init-weights converts it: training/init_weights.py),
+# as issue 13's rule 43 did, with the same continuation as runs/cv-rms-temporal's stage 1:
+#   STEM_NORM=group RUNS=runs/cv-rms-temporal-gnstem scripts/train_cv.sh pretrain --init-weights runs/cv-rms/pretrain/pkg \
+#       --lr 1e-3 --constant-epochs 10 --decay-end-epoch 40 --max-epochs 40 --seed 50100000 --synthesis "$S"
+STEM_NORM=${STEM_NORM:-}
 RUNS=${RUNS:-runs/cv-rms}
 SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the shipped stage is shipped
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
 [[ $NORM != batch ]] && RESULT=$RESULT-norm-$NORM
+[[ -n $STEM_NORM ]] && RESULT=$RESULT-stem-$STEM_NORM
 # What the post-processing search maximises per study (benchmarks/real_scan_cv.py --objective):
 # "dice" (volume Dice; every package so far) or "targets" (issue 13's Dice, lesion F1 and
 # false-positive mL at once), for the folds' evaluation and the shipped package alike.
@@ -93,12 +103,13 @@ shift
 PAPER_CHANNELS='["eadc", "dwi"]'
 CONTRA_CHANNELS='["eadc", "dwi", "dwi_asymmetry"]'
 model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and preprocessing of every stage
-    local in_channels="" query_norm="" content_norm="" norm=""  # defaults stay out of the config, as the pretrain package recorded it
+    local in_channels="" query_norm="" content_norm="" norm="" stem_norm=""  # defaults stay out of the config, as the pretrain package recorded it
     if [[ $# -ge 2 ]]; then in_channels=", \"in_channels\": $2"; fi
     if [[ $QUERY_NORM != batch ]]; then query_norm=", \"query_norm\": \"$QUERY_NORM\""; fi
     if [[ $CONTENT_NORM != none ]]; then content_norm=", \"content_norm\": \"$CONTENT_NORM\""; fi
     if [[ $NORM != batch ]]; then norm=", \"norm\": \"$NORM\""; fi
-    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$norm$in_channels}"
+    if [[ -n $STEM_NORM ]]; then stem_norm=", \"stem_norm\": \"$STEM_NORM\""; fi
+    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$norm$stem_norm$in_channels}"
            --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
 }
 # The input channels of every stage from stage 1 on: "paper" ([eADC, DWI]; every package so far)
@@ -145,6 +156,11 @@ evaluate_folds() {  # evaluate_folds LABEL FOLD_SUFFIX [real_scan_cv options]: $
 # one real case of one lesion type cannot set a prior over lesion sizes; docs/MODEL_CARD.md, rule 36).
 SEARCH_STEPS=${SEARCH_STEPS:-threshold size edge contralateral}
 read -r -a STEPS <<< "--steps $SEARCH_STEPS"
+# The search's threshold values (benchmarks/real_scan_cv.py --thresholds); empty: its default grid
+# 0.3-0.7. THRESHOLDS="0.1 0.2 0.3 0.4 0.5 0.6 0.7" is issue 13's protocol N' (rule 44: models
+# that chose 0.3, the grid's lowest value, in every fold).
+THRESHOLDS=${THRESHOLDS:-}
+[[ -n $THRESHOLDS ]] && STEPS+=(--thresholds $THRESHOLDS)
 
 EXTRA=("$@")
 case "$stage" in
