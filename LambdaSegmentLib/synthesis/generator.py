@@ -78,6 +78,15 @@ DEFAULT_RANGES: dict[str, Any] = {
     "edge_dwi_ratio": (1.25, 2.0),  # DWI / normal tissue at the edge
     "older_fraction": (0.0, 0.6),  # share of the lesion with pseudo-normalised ADC and T2 shine-through
     "lesion_heterogeneity": (0.03, 0.15),  # std of smooth multiplicative noise on the lesion signal
+    # faint lesions: with this probability a lesion (not a whole-territory one) takes its signal from
+    # the ranges below instead, as real embolic dots often are: only ~1.2-1.4x as bright as their
+    # surroundings on DWI, yet restricted on ADC even when small (a short grading reach keeps
+    # their core; benchmarks/lesion_contrast.py); 0, the default, leaves every study as before
+    "faint_lesion_probability": 0.0,
+    "faint_core_dwi_ratio": (1.25, 1.7),
+    "faint_edge_dwi_ratio": (1.1, 1.4),
+    "faint_relative_adc": (0.55, 0.85),
+    "faint_grade_reach": (0.3, 0.8),
     # lesion shapes and sizes
     "massive_infarct_probability": 0.1,  # a territorial lesion becomes a 100-300 mL whole-territory infarct
     "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
@@ -198,7 +207,7 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     if merged["lesion_kind"] not in (None, "none", "lesymap", *LESION_KINDS):
         raise ValueError(f"lesion_kind must be one of {LESION_KINDS + ('lesymap', 'none')} or None, "
                          f"got {merged['lesion_kind']!r}")
-    for name in ("lesymap_probability", "massive_infarct_probability", "dura_probability", "vessel_probability",
+    for name in ("lesymap_probability", "massive_infarct_probability", "faint_lesion_probability", "dura_probability", "vessel_probability",
                  "susceptibility_probability", "susceptibility_bilateral_probability", "susceptibility_temporal_probability"):
         if not 0.0 <= float(merged[name]) <= 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1], got {merged[name]!r}")
@@ -221,6 +230,11 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     if not 0.0 < side_lo <= side_hi <= MAX_SIDE_GAIN:
         raise ValueError(f"susceptibility_side_gain must be a (lo, hi) range of amplitude ratios in (0, {MAX_SIDE_GAIN}], "
                          f"got {merged['susceptibility_side_gain']!r}")
+    for name, low, high in (("faint_core_dwi_ratio", 1.0, 4.0), ("faint_edge_dwi_ratio", 1.0, 4.0), ("faint_relative_adc", 0.2, 1.2),
+                            ("faint_grade_reach", 0.05, 5.0)):
+        lo, hi = _checked_range(merged, name)
+        if not low <= lo <= hi <= high:
+            raise ValueError(f"{name} must be a (lo, hi) range within [{low}, {high}], got {merged[name]!r}")
     return merged
 
 
@@ -511,7 +525,16 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         if massive:  # whole-territory infarcts: bulk ~3x brain DWI, largely pseudo-normalised ADC
             signal["core_dwi_ratio"] = max(signal["core_dwi_ratio"], float(rng.uniform(2.4, 3.6)))
             signal["older_fraction"] = max(signal["older_fraction"], float(rng.uniform(0.2, 0.8)))
+        # drawn only when asked for, so that the default leaves every study's random stream as before
+        faint = not massive and options["faint_lesion_probability"] > 0 and bool(rng.random() < options["faint_lesion_probability"])
+        if faint:
+            signal["core_dwi_ratio"] = float(rng.uniform(*_range(options["faint_core_dwi_ratio"])))
+            signal["edge_dwi_ratio"] = min(float(rng.uniform(*_range(options["faint_edge_dwi_ratio"]))), signal["core_dwi_ratio"])
+            signal["relative_adc"] = float(rng.uniform(*_range(options["faint_relative_adc"])))
+            signal["edge_relative_adc"] = max(signal["edge_relative_adc"], signal["relative_adc"])
+            signal["grade_reach"] = float(rng.uniform(*_range(options["faint_grade_reach"])))
         params["lesion"]["massive"] = massive
+        params["lesion"]["faint"] = faint
         params["lesion"]["signal"] = {name: round(value, 4) for name, value in signal.items()}
         adc_factor, s0_factor = lesion_signal(rng, lesion.values, float(lesion.stride), **signal)
         lesion_stack = CroppedField(np.stack([lesion.values, adc_factor - 1.0, s0_factor - 1.0]), lesion.start, lesion.stride)

@@ -288,3 +288,39 @@ def test_skull_base_sites_are_checked():
 
     with pytest.raises(ValueError, match="skull-base site"):
         skull_base_region(("temporal", "nasal"))
+
+
+@pytest.mark.needs_atlas
+def test_faint_lesions_are_dimmer_keep_a_restricted_core_and_are_off_by_default():
+    options = dict(**SMALL, slice_thickness_mm=2.0, skull_stripped=True, lesion_kind="embolic", lesion_volume_ml=(3.0, 6.0))
+    plain = generate(29, **options)
+    assert plain.params["lesion"]["faint"] is False
+    # the default draws nothing more: the same study as with the option named at 0
+    zero = generate(29, **options, faint_lesion_probability=0.0)
+    assert np.array_equal(plain.dwi.array, zero.dwi.array) and np.array_equal(plain.mask.array, zero.mask.array)
+    faint = generate(29, **options, faint_lesion_probability=1.0)
+    again = generate(29, **options, faint_lesion_probability=1.0)
+    assert faint.params["lesion"]["faint"] is True
+    assert np.array_equal(faint.dwi.array, again.dwi.array) and np.array_equal(faint.adc.array, again.adc.array)
+    signal = faint.params["lesion"]["signal"]
+    assert 1.25 <= signal["core_dwi_ratio"] <= 1.7 and 1.1 <= signal["edge_dwi_ratio"] <= signal["core_dwi_ratio"]
+    assert 0.55 <= signal["relative_adc"] <= 0.85 and 0.3 <= signal["grade_reach"] <= 0.8
+
+    def contrast(study):  # lesion DWI / normal parenchyma DWI, and the same for ADC
+        mask = study.mask.array > 0
+        normal = (study.tissue.array >= 2) & ~mask
+        adc = canonical_adc(study)
+        return (np.median(study.dwi.array[mask]) / np.median(study.dwi.array[normal]),
+                np.median(adc[mask]) / np.median(adc[normal]))
+
+    assert faint.mask.array.sum() > 0
+    (faint_dwi, faint_adc), (plain_dwi, plain_adc) = contrast(faint), contrast(plain)
+    assert faint_dwi < plain_dwi and faint_dwi < 1.7
+    assert faint_adc < 0.95  # restricted: ADC below the parenchyma's
+
+
+def test_faint_ranges_are_checked():
+    with pytest.raises(ValueError, match="faint_lesion_probability"):
+        generate(1, faint_lesion_probability=1.5)
+    with pytest.raises(ValueError, match="faint_core_dwi_ratio"):
+        generate(1, faint_core_dwi_ratio=(0.5, 1.2))

@@ -1,0 +1,110 @@
+"""How bright and how restricted lesions are against their own surroundings, real against synthetic.
+
+Issue 13's held-out lesion-wise F1 is lost on small, faint lesions (``small_lesion_detection.py``).
+This script measures, per true lesion (26-connected, as the lesion-wise F1) and by size in
+voxels, four contrasts:
+
+- mean DWI / the brain's median DWI, and median ADC / the brain's median ADC;
+- mean DWI / mean DWI of the lesion's ring, and median ADC / median ADC of its ring (the ring:
+  brain voxels within 2 voxels of the lesion that belong to no lesion).
+
+Sources: the two ISLES'22 cases natively (``../shared``; numbers only, never images), and
+synthetic embolic showers (skull-stripped, 2 mm, seeds 33,000,000+, as
+``small_lesion_detection.py``) with the generator's defaults and with
+``faint_lesion_probability`` 1.0. Quartiles per size bin are written as JSON and Markdown.
+
+    .venv/bin/python benchmarks/lesion_contrast.py   # -> benchmarks/results/lesion_contrast.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import ndimage
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+
+from LambdaSegmentLib.inference import load_model_package  # noqa: E402
+from LambdaSegmentLib.io import Study  # noqa: E402
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+
+SEEDS = range(33_000_000, 33_000_008)
+SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels, as small_lesion_detection.py
+MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring")
+RING_VOXELS = 2
+EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_mm": 2.0}
+
+
+def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list[dict[str, float]]:
+    """One row per true lesion of ``truth`` ((k, j, i) bool): its voxels and the four contrasts."""
+    dwi = np.asarray(study.dwi.array, dtype=np.float32)
+    adc = np.asarray(study.adc.array, dtype=np.float32)
+    brain = np.asarray(brain_mask(study.dwi, method=brain_method, foreground=study.foreground)) != 0
+    dwi_median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
+    labels, count = label_lesions(truth)
+    rows = []
+    for lesion in range(1, count + 1):
+        inside = labels == lesion
+        ring = ndimage.binary_dilation(inside, iterations=RING_VOXELS) & brain & ~truth
+        if not ring.any():
+            continue
+        rows.append({"voxels": int(inside.sum()),
+                     "dwi_brain": float(dwi[inside].mean() / dwi_median),
+                     "adc_brain": float(np.median(adc[inside]) / adc_median),
+                     "dwi_ring": float(dwi[inside].mean() / dwi[ring].mean()),
+                     "adc_ring": float(np.median(adc[inside]) / np.median(adc[ring]))})
+    return rows
+
+
+def summary(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Per size bin: the number of lesions and each measure's quartiles."""
+    table = []
+    for low, high in SIZE_BINS:
+        chosen = [row for row in rows if row["voxels"] >= low and (high is None or row["voxels"] < high)]
+        entry: dict[str, Any] = {"voxels": f"{low}-{high or ''}", "n": len(chosen)}
+        for measure in MEASURES:
+            values = [row[measure] for row in chosen]
+            entry[measure] = [round(float(q), 3) for q in np.percentile(values, (25, 50, 75))] if values else None
+        table.append(entry)
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "lesion_contrast")
+    args = parser.parse_args()
+    method = load_model_package().brain_mask_method
+    sources: dict[str, list[dict[str, float]]] = {}
+    if ISLES.is_dir():
+        for case in CASES:
+            sources[f"real {case} native"] = lesion_contrasts(*load_real(case, thick=False), method)
+    for name, extra in (("synthetic embolic, defaults", {}), ("synthetic embolic, faint_lesion_probability 1.0", {"faint_lesion_probability": 1.0})):
+        sources[name] = [row for seed in SEEDS for row in lesion_contrasts(*synthetic(seed, **EMBOLIC, **extra), method)]
+    results = {"ring_voxels": RING_VOXELS, "synthetic_seeds": [SEEDS[0], SEEDS[-1]], "synthetic_options": EMBOLIC,
+               "sources": {name: summary(rows) for name, rows in sources.items()}}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    lines = ["# Lesion contrast: real against synthetic", "",
+             "Command: `.venv/bin/python benchmarks/lesion_contrast.py`. Median [quartiles] per lesion; "
+             f"ring = brain voxels within {RING_VOXELS} voxels of the lesion, in no lesion.", "",
+             "| source | voxels | n | DWI / brain median | ADC / brain median | DWI / ring | ADC / ring |", "|---|---|---|---|---|---|---|"]
+    for name, table in results["sources"].items():
+        for entry in table:
+            cells = [f"{q[1]:.2f} [{q[0]:.2f}–{q[2]:.2f}]" if q else "–" for q in (entry[m] for m in MEASURES)]
+            lines.append(f"| {name} | {entry['voxels']} | {entry['n']} | " + " | ".join(cells) + " |")
+    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
