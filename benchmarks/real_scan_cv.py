@@ -317,8 +317,9 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
 
 
 def montage(prepared: Prepared, mask: np.ndarray, path: Path, title: str) -> None:
-    """Top row: the 4 slices with most false positives; bottom row: the 4 with most missed
-    lesion. DWI / brain median in [0, 4], cropped to the brain; FP red, missed blue, found green."""
+    """Top row: the (up to) 4 slices with most false positives; bottom row: the 4 with most missed
+    lesion; a slice with none is not shown. DWI / brain median in [0, 4], cropped to the brain;
+    FP red, missed blue, found green."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -328,10 +329,18 @@ def montage(prepared: Prepared, mask: np.ndarray, path: Path, title: str) -> Non
     median = float(np.median(dwi[prepared.brain])) if prepared.brain.any() else 1.0
     fp, fn, tp = (mask != 0) & ~prepared.truth, (mask == 0) & prepared.truth, (mask != 0) & prepared.truth
     per_slice = lambda a: a.reshape(len(dwi), -1).sum(axis=1)  # noqa: E731
-    rows = [np.sort(np.argsort(per_slice(fp), kind="stable")[::-1][:4]), np.sort(np.argsort(per_slice(fn), kind="stable")[::-1][:4])]
+
+    def worst(voxels: np.ndarray) -> np.ndarray:  # the 4 slices with most such voxels, none without any
+        counts = per_slice(voxels)
+        order = np.argsort(counts, kind="stable")[::-1][:4]
+        return np.sort(order[counts[order] > 0])
+
+    rows = [worst(fp), worst(fn)]
     _k, jj, ii = np.nonzero(prepared.brain) if prepared.brain.any() else np.nonzero(np.ones_like(dwi))
     crop = (slice(max(jj.min() - 2, 0), jj.max() + 3), slice(max(ii.min() - 2, 0), ii.max() + 3))
     figure, axes = plt.subplots(2, 4, figsize=(12, 6.4))
+    for axis in axes.flat:
+        axis.axis("off")
     for row, picks in enumerate(rows):
         for column, k in enumerate(picks):
             overlay = np.zeros((*dwi[k].shape, 4), dtype=np.float32)
