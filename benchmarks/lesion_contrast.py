@@ -9,8 +9,8 @@ voxels, four contrasts:
   brain voxels within 2 voxels of the lesion that belong to no lesion).
 
 Sources: the two ISLES'22 cases natively (``../shared``; numbers only, never images), and
-synthetic embolic showers (skull-stripped, 2 mm, seeds 33,000,000+, as
-``small_lesion_detection.py``) with the generator's defaults and with
+synthetic embolic showers (the studies of ``small_lesion_detection.py``: skull-stripped, 2 mm,
+2-10 mL, seeds 33,000,000+) with the generator's defaults and with
 ``faint_lesion_probability`` 1.0. Quartiles per size bin are written as JSON and Markdown.
 
     .venv/bin/python benchmarks/lesion_contrast.py   # -> benchmarks/results/lesion_contrast.{json,md}
@@ -32,17 +32,15 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from small_lesion_detection import EMBOLIC, SEEDS, SIZE_BINS, within  # noqa: E402
 
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 
-SEEDS = range(33_000_000, 33_000_008)
-SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels, as small_lesion_detection.py
 MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring")
 RING_VOXELS = 2
-EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_mm": 2.0}
 
 
 def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list[dict[str, float]]:
@@ -70,7 +68,7 @@ def summary(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
     """Per size bin: the number of lesions and each measure's quartiles."""
     table = []
     for low, high in SIZE_BINS:
-        chosen = [row for row in rows if row["voxels"] >= low and (high is None or row["voxels"] < high)]
+        chosen = [row for row in rows if within(row["voxels"], low, high)]
         entry: dict[str, Any] = {"voxels": f"{low}-{high or ''}", "n": len(chosen)}
         for measure in MEASURES:
             values = [row[measure] for row in chosen]

@@ -39,6 +39,9 @@ SEEDS = range(33_000_000, 33_000_008)
 SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels
 BRIGHTNESS_BINS = ((0.0, 1.5), (1.5, 2.0), (2.0, None))  # mean DWI / brain median
 THRESHOLD = 0.3
+# the synthetic embolic showers both this script and lesion_contrast.py measure
+EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0,
+           "lesion_volume_ml": (2.0, 10.0)}
 
 
 def lesion_rows(prepared: Any) -> list[dict[str, float]]:
@@ -81,8 +84,7 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also the two ISLES'22 cases natively (../shared)")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "small_lesion_detection.json")
     args = parser.parse_args()
-    studies = [(f"synthetic-{seed}", *synthetic(seed, lesion_kind="embolic", skull_stripped=True, in_plane_spacing_mm=2.0,
-                                               slice_thickness_mm=2.0, lesion_volume_ml=(2.0, 10.0))) for seed in SEEDS]
+    studies = [(f"synthetic-{seed}", *synthetic(seed, **EMBOLIC)) for seed in SEEDS]
     results: dict[str, Any] = {"threshold": THRESHOLD, "synthetic_seeds": [SEEDS.start, SEEDS.stop - 1], "packages": {}}
     for spec in args.packages:
         package = fold_package(spec)
