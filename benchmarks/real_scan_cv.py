@@ -33,6 +33,11 @@ Synthetic held-out (``--synthetic``): 16 studies at default ranges (seeds 31,000
 scored with each fold's model and post-processing; the summary also averages the studies whose
 true infarct is 100 mL or more as acquired.
 
+Two networks as one (``--partner-packages A=DIR B=DIR``): per fold, the mean of the fold
+package's probability and a second package's (both plain passes, or both averaged over the
+test-time flips), before the seed step and the post-processing: an ensemble of two recipes
+whose strengths differ (issue 13's rule 48: a GroupNorm-stem network and a BatchNorm one).
+
 Montages of the errors (false positives red, missed lesion blue, found lesion green) go
 to ``--montage-dir`` (default ``benchmarks/results/real_scan_cv/montages/``, not committed:
 the ISLES'22 images may not be redistributed; the command regenerates them).
@@ -161,18 +166,35 @@ def network_probability(segmentation: Segmentation) -> np.ndarray:
     return np.asarray(volume.array)
 
 
+def network_probabilities(study: Study, package: ModelPackage, flips: bool) -> tuple[Segmentation, np.ndarray | None]:
+    """``package``'s plain pass on ``study`` and, with ``flips``, its network probability averaged
+    over the test-time flips ((k, j, i) on the DWI grid)."""
+    segmentation = segment_study(study, package, device="cpu", tta=False)
+    flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
+    return segmentation, flipped
+
+
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False,
-            seed_package: ModelPackage | None = None) -> Prepared:
+            seed_package: ModelPackage | None = None, partner_package: ModelPackage | None = None) -> Prepared:
     """Segment ``study`` (plain pass; with ``flips`` also averaged over the engine's test-time flips;
-    with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed)."""
+    with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed;
+    with ``partner_package`` the probability is the mean of both packages' networks)."""
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
     if seed_package is not None and package.seed is not None:
         raise SystemExit(f"real_scan_cv: {package.directory} carries a seed network; give no --seed-packages for it")
+    if partner_package is not None and (package.seed is not None or partner_package.seed is not None):
+        raise SystemExit("real_scan_cv: a partner and its fold package may not carry seed networks; give --seed-packages")
     seed = None
     try:
-        segmentation = segment_study(study, package, device="cpu", tta=False)
-        flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
+        segmentation, flipped = network_probabilities(study, package, flips)
+        probability = network_probability(segmentation)
+        if partner_package is not None:
+            partner, partner_flipped = network_probabilities(study, partner_package, flips)
+            if partner.brain_mask_method != segmentation.brain_mask_method:
+                raise SystemExit(f"real_scan_cv: {partner_package.directory} masks the brain otherwise than {package.directory}")
+            probability = 0.5 * (probability + network_probability(partner))
+            flipped = None if flipped is None else 0.5 * (flipped + partner_flipped)
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
         brain = brain_mask(study.dwi, method=package.brain_mask_method, foreground=study.foreground)
@@ -181,7 +203,6 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     else:
         brain = np.asarray(segmentation.brain.array) != 0
         # the search re-applies a package's own seed network at each threshold it tries
-        probability = network_probability(segmentation)
         seed = None if segmentation.seed is None else np.asarray(segmentation.seed.array) != 0
     if seed_package is not None:
         try:
@@ -392,6 +413,9 @@ def main() -> None:
                         help="per fold, a second package (e.g. the stage-1 package the fold's model was fine-tuned from): "
                              "a component of the fold model's mask is kept only if it holds a voxel where this package's "
                              f"probability is >= {SEED_THRESHOLD}, before the other steps")
+    parser.add_argument("--partner-packages", nargs="*", default=[], metavar="FOLD=PKG",
+                        help="per fold, a second network whose probability is averaged with the fold package's "
+                             "(both plain or both with the flips) before the seed step and the post-processing")
     parser.add_argument("--validation-synthesis", type=validation_synthesis, default={}, metavar="JSON",
                         help="generator options (a JSON object) for the search's synthetic validation studies only, "
                              "e.g. '{\"susceptibility_mirror_offset_mm\": [1, 4]}'; the --synthetic scoring studies "
@@ -410,6 +434,7 @@ def main() -> None:
         parser.error("--label is required (or --ship PKG)")
     specs = dict(item.split("=", 1) for item in args.fold_packages)
     seed_specs = dict(item.split("=", 1) for item in args.seed_packages)
+    partner_specs = dict(item.split("=", 1) for item in args.partner_packages)
     missing = [fold for fold in args.folds if fold not in specs]
     if missing:
         raise SystemExit(f"real_scan_cv: no package for fold(s) {missing}; give --fold-packages FOLD=DIR")
@@ -419,19 +444,22 @@ def main() -> None:
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "thresholds": args.thresholds, "objective_per_study": args.objective,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
+                               "partner_packages": partner_specs or None,
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
     search_studies = validation_studies(args.validation_synthesis) if args.postprocessing == "choose" else []
-    synthetic_done: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+    synthetic_done: dict[tuple[str, str | None, str | None, str], dict[str, Any]] = {}
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
         seed_package = fold_package(seed_specs[fold]) if fold in seed_specs else None
+        partner_package = fold_package(partner_specs[fold]) if fold in partner_specs else None
+        models = {"seed_package": seed_package, "partner_package": partner_package}
         search_flips = args.postprocessing == "choose" and "flips" in args.steps
         if args.postprocessing == "choose":
             own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips,
-                                 seed_package=seed_package)
+                                 **models)
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
-            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
+            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, **models)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds))
         elif args.postprocessing == "package":
@@ -441,12 +469,14 @@ def main() -> None:
         fold_result: dict[str, Any] = {"uses_case": own, "held_out_case": held_out, "package": f"{package.name} {package.version}",
                                        "package_dir": specs[fold], "weights_sha256": package.sha256,
                                        "seed_package_dir": seed_specs.get(fold),
+                                       "partner_package_dir": partner_specs.get(fold),
+                                       "partner_weights_sha256": partner_package.sha256 if partner_package else None,
                                        "trained_on": real_cases_used(package),
                                        "postprocessing": settings.as_dict(), "objective": objective, "scores": {}}
         for thick in (False, True):
             setting = "6mm" if thick else "native"
             prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips,
-                               seed_package=seed_package)
+                               **models)
             model_mask = prepared.mask(settings)
             raw_mask = prepared.mask(PostProcessing(threshold=0.5))
             rule_mask = np.asarray(adc_threshold_rule(prepared.study).array) != 0
@@ -462,9 +492,10 @@ def main() -> None:
         if args.synthetic:
             # both folds of one package with one post-processing (e.g. --postprocessing package)
             # score the same synthetic studies identically: computed once
-            key = (package.sha256, seed_package.sha256 if seed_package else None, json.dumps(settings.as_dict(), sort_keys=True))
+            key = (package.sha256, seed_package.sha256 if seed_package else None, partner_package.sha256 if partner_package else None,
+                   json.dumps(settings.as_dict(), sort_keys=True))
             if key not in synthetic_done:
-                synthetic_done[key] = synthetic_scores(package, settings, seed_package)
+                synthetic_done[key] = synthetic_scores(package, settings, seed_package, partner_package)
             fold_result["synthetic"] = synthetic_done[key]
             print(f"fold {fold} synthetic: {json.dumps(fold_result['synthetic']['summary'])}", flush=True)
         results["folds"][fold] = fold_result
@@ -504,15 +535,17 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     print(f"{manifest_path}: {json.dumps(settings.manifest_entries())} (objective {objective:.4f})")
 
 
-def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None) -> dict[str, Any]:
-    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` if given) and the rule on the synthetic held-out studies."""
+def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None,
+                     partner_package: ModelPackage | None = None) -> dict[str, Any]:
+    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` and averaged with
+    ``partner_package`` if given) and the rule on the synthetic held-out studies."""
     rows = []
     groups = (("default", SYNTHETIC_TEST_SEEDS, {}), ("large", SYNTHETIC_LARGE_SEEDS, SYNTHETIC_LARGE_RANGES))
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
             prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips,
-                               seed_package=seed_package)
+                               seed_package=seed_package, partner_package=partner_package)
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
                          "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})

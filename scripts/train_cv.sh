@@ -11,7 +11,8 @@
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
-#                                     # package's seed network (scripts/attach_seed_network.py, threshold 0.5)
+#                                     # package's seed network (scripts/attach_seed_network.py, threshold 0.5);
+#                                     # SEED_FROM names a stage of $RUNS or, with a "/", any package directory
 #
 # Issue 13's ablation, a learned contralateral channel against the paper's two channels: the same
 # stage 2 (steps, seed, lr) with the input [eADC, DWI, dwi_asymmetry], from the same two-channel
@@ -52,6 +53,11 @@
 #
 #   scripts/train_cv.sh evaluate-seeded   # real_scan_cv.py on foldA/foldB seeded by the pretrain, as evaluate
 #
+# The seed network of evaluate-seeded (default: this run's own stage 1) and of ship (none unless
+# given): SEED_FROM, a stage of $RUNS ("pretrain") or, with a "/", any package directory, e.g.
+# issue 13's rule 46, GroupNorm-stem folds seeded by the BatchNorm stage 1:
+#   SEED_FROM=runs/cv-rms-temporal/pretrain/pkg RUNS=runs/cv-rms-temporal-gnstem-gentle-massive-r5 scripts/train_cv.sh evaluate-seeded
+#
 # Checkpoint rule, fixed in advance: the last epoch of each stage (no real case chooses a
 # checkpoint). Every stage writes last.ckpt after each epoch under $RUNS/<stage>/work and
 # resumes from it when re-run (RESUME=1 is the default), so a stage may span sessions.
@@ -85,6 +91,9 @@ NORM=${NORM:-batch}
 #       --lr 1e-3 --constant-epochs 10 --decay-end-epoch 40 --max-epochs 40 --seed 50100000 --synthesis "$S"
 STEM_NORM=${STEM_NORM:-}
 RUNS=${RUNS:-runs/cv-rms}
+seed_package() {  # seed_package STAGE_OR_DIR: the package directory SEED_FROM names
+    if [[ $1 == */* ]]; then echo "$1"; else echo "$RUNS/$1/pkg"; fi
+}
 SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the shipped stage is shipped
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
@@ -183,7 +192,7 @@ case "$stage" in
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
         if [[ -n ${SEED_FROM:-} ]]; then  # e.g. SEED_FROM=pretrain: that stage's package seeds the shipped one
-            "$PYTHON" scripts/attach_seed_network.py "$ship_from" "$RUNS/$SEED_FROM/pkg" --threshold 0.5
+            "$PYTHON" scripts/attach_seed_network.py "$ship_from" "$(seed_package "$SEED_FROM")" --threshold 0.5
         fi
         "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" "${STEPS[@]}"
         "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
@@ -196,7 +205,7 @@ case "$stage" in
         done ;;
     evaluate-wise) evaluate_folds "${LABEL:-$RESULT-wise-$ALPHA}" "-wise-$ALPHA" "${STEPS[@]}" ;;
     evaluate-seeded)
-        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$RUNS/pretrain/pkg" "B=$RUNS/pretrain/pkg" ;;
+        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$(seed_package "${SEED_FROM:-pretrain}")" "B=$(seed_package "${SEED_FROM:-pretrain}")" ;;
     evaluate-contra) evaluate_folds "${LABEL:-$RESULT-contra}" -contra --steps threshold size edge ;;
     evaluate-carve) evaluate_folds "${LABEL:-$RESULT-carve}" -carve "${STEPS[@]}" ;;
     evaluate-blob) evaluate_folds "${LABEL:-$RESULT-blob}" -blob "${STEPS[@]}" ;;
