@@ -140,6 +140,7 @@ class LambdaSegmentParameterNode:
     dwiVolume - DWI b≈1000 trace. adcVolume - ADC or eADC on the DWI grid.
     adcKind - "auto", "adc" or "eadc". adcUnit - unit of an ADC ("auto" = detected).
     device - "auto", "cpu", "cuda", "cuda:N" or "mps".
+    model - the bundled model package that segments, by its folder's name ("" = the default).
     outputSegmentation - where the Infarct segment goes (None = a new segmentation).
     showBrainMask - also add the brain mask (no infarct is reported outside it) as a "Brain" segment.
     """
@@ -149,6 +150,7 @@ class LambdaSegmentParameterNode:
     adcKind: Annotated[str, Choice(list(SECOND_IMAGE_KINDS))] = "auto"
     adcUnit: Annotated[str, Choice(list(ADC_UNITS))] = "auto"
     device: str = "auto"
+    model: str = ""
     outputSegmentation: vtkMRMLSegmentationNode
     showBrainMask: bool = False
 
@@ -200,6 +202,8 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         ):
             self.ui.adcUnitComboBox.addItem(label, unit)
         self.populateDevices()
+        for name, label in self.logic.bundledModelPackages():
+            self.ui.modelComboBox.addItem(label, name)
         self.ui.progressBar.hide()
         self.ui.cancelButton.hide()
 
@@ -216,6 +220,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
         self.ui.adcKindComboBox.connect("currentIndexChanged(int)", self.onChoiceChanged)
         self.ui.adcUnitComboBox.connect("currentIndexChanged(int)", self.onChoiceChanged)
         self.ui.deviceComboBox.connect("currentIndexChanged(int)", self.onChoiceChanged)
+        self.ui.modelComboBox.connect("currentIndexChanged(int)", self.onChoiceChanged)
         self.ui.segmentButton.connect("clicked(bool)", self.onSegmentButton)
         self.ui.cancelButton.connect("clicked(bool)", self.onCancelButton)
         self.ui.editButton.connect("clicked(bool)", self.onEditButton)
@@ -294,6 +299,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
                 (self.ui.adcKindComboBox, self._parameterNode.adcKind),
                 (self.ui.adcUnitComboBox, self._parameterNode.adcUnit),
                 (self.ui.deviceComboBox, self._parameterNode.device),
+                (self.ui.modelComboBox, self._parameterNode.model),
             ):
                 index = comboBox.findData(value)
                 comboBox.setCurrentIndex(max(index, 0))
@@ -312,6 +318,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
             self._parameterNode.adcKind = self.ui.adcKindComboBox.currentData
             self._parameterNode.adcUnit = self.ui.adcUnitComboBox.currentData
             self._parameterNode.device = self.ui.deviceComboBox.currentData
+            self._parameterNode.model = self.ui.modelComboBox.currentData or ""
 
     def updateInputStatus(self) -> None:
         """Enable Segment stroke only for valid inputs; say what was detected or what is wrong."""
@@ -341,6 +348,7 @@ class LambdaSegmentWidget(ScriptedLoadableModuleWidget, VTKObservationMixin):  #
             return
         try:
             with slicer.util.tryWithErrorDisplay(_("Cannot start the segmentation."), waitCursor=True):
+                self.logic.modelPackageDir = self.logic.bundledModelPackageDir(parameters.model)
                 self._job = self.logic.startSegmentStroke(
                     parameters.dwiVolume, parameters.adcVolume, parameters.adcKind, parameters.device,
                     adcUnit=parameters.adcUnit,
@@ -804,6 +812,8 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             model=model.get("name", "?"), version=model.get("version", "?"), device=run.get("device", "?"),
             seconds=float(run.get("seconds", 0.0)), unit=describeAdcUnit(run.get("adc_unit_detected", "?")),
         )
+        if model.get("partner_network"):
+            runText += _("; averaged with partner network {partner}").format(partner=model["partner_network"].get("name", "?"))
         if model.get("seed_network"):
             runText += _("; lesions kept where seed network {seed} detects one").format(seed=model["seed_network"].get("name", "?"))
         if "UNTRAINED" in str(model.get("training_data", "")).upper():
@@ -912,6 +922,41 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             return
         arguments = torchPipArguments(platform.system(), shutil.which("nvidia-smi") is not None, requirement)
         slicer.util.pip_install(" ".join(f'"{a}"' if "<" in a or ">" in a else a for a in arguments))
+
+    @staticmethod
+    def bundledModelsDir() -> Path:
+        """Where the bundled model packages are (LambdaSegmentLib/resources/models), found without importing torch."""
+        return Path(importlib.util.find_spec("LambdaSegmentLib").submodule_search_locations[0]) / "resources" / "models"
+
+    @classmethod
+    def bundledModelPackages(cls, modelsDir: Optional[Path] = None) -> list[tuple[str, str]]:
+        """(name, label) choices for the model selector: "" for the default package
+        (lambdaunet-dwi), then every other bundled package by its folder's name, read from the
+        manifests alone (the weights are verified when a package is loaded)."""
+        modelsDir = Path(modelsDir or cls.bundledModelsDir())
+        choices = []
+        for folder in sorted(path for path in modelsDir.glob("*/") if (path / "manifest.json").is_file()):
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            networks = 1 + sum(f"{role}_network" in manifest for role in ("partner", "seed"))
+            label = f"{manifest.get('name', folder.name)} {manifest.get('version', '?')}"
+            if networks > 1:
+                label += _(" ({count} networks)").format(count=networks)
+            if folder.name == "lambdaunet-dwi":
+                choices.insert(0, ("", label + _(", the default")))
+            else:
+                choices.append((folder.name, label))
+        return choices
+
+    @classmethod
+    def bundledModelPackageDir(cls, name: str, modelsDir: Optional[Path] = None) -> Optional[str]:
+        """The folder of the bundled package ``name`` ("" = the default: None, which the library
+        resolves itself); ValueError naming the package when it is not bundled."""
+        if not name:
+            return None
+        folder = Path(modelsDir or cls.bundledModelsDir()) / name
+        if not (folder / "manifest.json").is_file():
+            raise ValueError(f"the model package {name!r} is not installed with this extension ({folder})")
+        return str(folder)
 
     @staticmethod
     def availableDevices() -> list[tuple[str, str]]:

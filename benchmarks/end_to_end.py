@@ -106,8 +106,9 @@ def model_choice(given: str | None, scratch: Path) -> tuple[Path | None, str]:
         return Path(given), (f"--model {given}:{untrained} {manifest['name']} {manifest['version']} (weights SHA-256 "
                              f"{manifest['weights_sha256'][:12]}), {json.dumps(manifest['architecture'])}, "
                              f"preprocessing {json.dumps(manifest['preprocessing'])}"
-                             + (f", seed network {manifest['seed_network']['directory']}/ (weights SHA-256 "
-                                f"{manifest['seed_network']['weights_sha256'][:12]})" if "seed_network" in manifest else ""))
+                             + "".join(f", {role} network {manifest[f'{role}_network']['directory']}/ (weights SHA-256 "
+                                       f"{manifest[f'{role}_network']['weights_sha256'][:12]})"
+                                       for role in ("partner", "seed") if f"{role}_network" in manifest))
     from harness import BUNDLED_MANIFEST
 
     if BUNDLED_MANIFEST.exists():

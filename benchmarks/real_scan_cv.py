@@ -183,8 +183,10 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
     if seed_package is not None and package.seed is not None:
         raise SystemExit(f"real_scan_cv: {package.directory} carries a seed network; give no --seed-packages for it")
-    if partner_package is not None and (package.seed is not None or partner_package.seed is not None):
-        raise SystemExit("real_scan_cv: a partner and its fold package may not carry seed networks; give --seed-packages")
+    if partner_package is not None and any(network is not None for network in (package.seed, package.partner, partner_package.seed,
+                                                                               partner_package.partner)):
+        raise SystemExit("real_scan_cv: with --partner-packages neither package may carry seed networks or partners; "
+                         "give --seed-packages")
     seed = None
     try:
         segmentation, flipped = network_probabilities(study, package, flips)

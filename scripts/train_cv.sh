@@ -10,9 +10,15 @@
 #                                     # (threshold, size, edge depth, contralateral check)
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
+#   scripts/train_cv.sh pair          # the second bundled package, lambdaunet-dwi-pair (issue 13's rule 48):
+#                                     # rule 40's stage 2 on the committed BatchNorm and GroupNorm-stem stage 1s,
+#                                     # averaged, seeded by the BatchNorm stage 1, then ship (about 8 minutes)
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
-#                                     # package's seed network (scripts/attach_seed_network.py, threshold 0.5);
+#                                     # package's seed network (scripts/attach_network.py, threshold 0.5);
 #                                     # SEED_FROM names a stage of $RUNS or, with a "/", any package directory
+#   PARTNER_FROM=DIR scripts/train_cv.sh ship     # the same, with DIR's package (a stage of $RUNS or a
+#                                     # package directory) attached first as its partner network:
+#                                     # the two networks' probabilities averaged (issue 13's rule 48)
 #
 # Issue 13's ablation, a learned contralateral channel against the paper's two channels: the same
 # stage 2 (steps, seed, lr) with the input [eADC, DWI, dwi_asymmetry], from the same two-channel
@@ -91,10 +97,13 @@ NORM=${NORM:-batch}
 #       --lr 1e-3 --constant-epochs 10 --decay-end-epoch 40 --max-epochs 40 --seed 50100000 --synthesis "$S"
 STEM_NORM=${STEM_NORM:-}
 RUNS=${RUNS:-runs/cv-rms}
-seed_package() {  # seed_package STAGE_OR_DIR: the package directory SEED_FROM names
+package_dir_of() {  # package_dir_of STAGE_OR_DIR: the package directory SEED_FROM or PARTNER_FROM names
     if [[ $1 == */* ]]; then echo "$1"; else echo "$RUNS/$1/pkg"; fi
 }
 SHIP_VERSION=${SHIP_VERSION:-2.1.0}  # the bundled package's version when the shipped stage is shipped
+# the shipped stage's package name, and the bundled package ship replaces: the default (lambdaunet-dwi),
+# a second bundled package (lambdaunet-dwi-pair, issue 13's rule 48), or a partner network's own name
+SHIP_NAME=${SHIP_NAME:-lambdaunet-dwi}
 RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py result names (--label; LABEL= overrides)
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
 [[ $NORM != batch ]] && RESULT=$RESULT-norm-$NORM
@@ -104,9 +113,9 @@ RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py
 # false-positive mL at once), for the folds' evaluation and the shipped package alike.
 OBJECTIVE=${OBJECTIVE:-dice}
 ALPHA=${ALPHA:-0.5}  # the fine-tuned package's weight in the wise stage
-BUNDLED=LambdaSegmentLib/resources/models/lambdaunet-dwi
+BUNDLED=LambdaSegmentLib/resources/models/$SHIP_NAME  # where ship puts the package: the default, or a second bundled package
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -137,7 +146,7 @@ WINDOWS=(--batch-size 4 --window-slices 8 --window-size 96 96 --lesion-probabili
 train() {  # train STAGE [options]: resumes from $RUNS/STAGE/work/checkpoints/last.ckpt when present
     local name=$1; shift
     local work="$RUNS/$name/work" resume=() package_name="lambdaunet-dwi-$name" version=2.0.0-dev
-    if [[ $name == shipped* ]]; then package_name=lambdaunet-dwi; version=$SHIP_VERSION; fi
+    if [[ $name == shipped* ]]; then package_name=$SHIP_NAME; version=$SHIP_VERSION; fi
     if [[ -f "$work/checkpoints/last.ckpt" && "${RESUME:-1}" == 1 ]]; then
         resume=(--resume "$work/checkpoints/last.ckpt")
     fi
@@ -191,21 +200,40 @@ case "$stage" in
     ship)
         ship_from="$RUNS/${SHIP_FROM:-shipped}/pkg"
         [[ -f "$ship_from/manifest.json" ]] || { echo "train_cv.sh: run the ${SHIP_FROM:-shipped} stage first" >&2; exit 2; }
+        if [[ -n ${PARTNER_FROM:-} ]]; then  # e.g. PARTNER_FROM=runs/ship-tmg/shipped/pkg: averaged with the shipped one
+            "$PYTHON" scripts/attach_network.py "$ship_from" "$(package_dir_of "$PARTNER_FROM")" --as partner
+        fi
         if [[ -n ${SEED_FROM:-} ]]; then  # e.g. SEED_FROM=pretrain: that stage's package seeds the shipped one
-            "$PYTHON" scripts/attach_seed_network.py "$ship_from" "$(seed_package "$SEED_FROM")" --threshold 0.5
+            "$PYTHON" scripts/attach_network.py "$ship_from" "$(package_dir_of "$SEED_FROM")" --as seed --threshold 0.5
         fi
         "$PYTHON" benchmarks/real_scan_cv.py --ship "$ship_from" --objective "$OBJECTIVE" "${STEPS[@]}"
-        "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from"
-        rm -rf "$BUNDLED/seed"
-        [[ -d "$ship_from/seed" ]] && cp -r "$ship_from/seed" "$BUNDLED/seed"
+        confidence=benchmarks/results/confidence_threshold.json  # the default package's; another's beside it
+        [[ $SHIP_NAME != lambdaunet-dwi ]] && confidence=benchmarks/results/confidence_threshold_$SHIP_NAME.json
+        "$PYTHON" scripts/choose_confidence_threshold.py --model "$ship_from" --results "$confidence"
+        mkdir -p "$BUNDLED"
+        for attached in seed partner; do
+            rm -rf "${BUNDLED:?}/$attached"
+            if [[ -d "$ship_from/$attached" ]]; then cp -r "$ship_from/$attached" "$BUNDLED/$attached"; fi
+        done
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
+    pair)  # issue 13's rule 48: the second bundled package, lambdaunet-dwi-pair, from the committed stage-1 packages
+        S_TM='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5}'
+        for spec in "ship-tm cv-rms-temporal lambdaunet-dwi-pair" "ship-tmg cv-rms-temporal-gnstem lambdaunet-dwi-pair-gnstem"; do
+            read -r runs stage1 name <<< "$spec"
+            mkdir -p "runs/$runs/pretrain"
+            rm -rf "runs/$runs/pretrain/pkg" && cp -r "runs/$stage1/pretrain/pkg" "runs/$runs/pretrain/"
+            stem=""; [[ $runs == ship-tmg ]] && stem=group
+            SHIP_VERSION=1.0.0 SHIP_NAME=$name STEM_NORM=$stem RUNS=runs/$runs scripts/train_cv.sh shipped --synthesis "$S_TM" --lr 1e-4 "${EXTRA[@]}"
+        done
+        SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-pair RUNS=runs/ship-tm PARTNER_FROM=runs/ship-tmg/shipped/pkg \
+            SEED_FROM=runs/cv-rms-temporal/pretrain/pkg SEARCH_STEPS="threshold edge contralateral" scripts/train_cv.sh ship ;;
     wise)
         for fold in foldA foldB; do
             "$PYTHON" scripts/interpolate_weights.py "$RUNS/pretrain/pkg" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
         done ;;
     evaluate-wise) evaluate_folds "${LABEL:-$RESULT-wise-$ALPHA}" "-wise-$ALPHA" "${STEPS[@]}" ;;
     evaluate-seeded)
-        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$(seed_package "${SEED_FROM:-pretrain}")" "B=$(seed_package "${SEED_FROM:-pretrain}")" ;;
+        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$(package_dir_of "${SEED_FROM:-pretrain}")" "B=$(package_dir_of "${SEED_FROM:-pretrain}")" ;;
     evaluate-contra) evaluate_folds "${LABEL:-$RESULT-contra}" -contra --steps threshold size edge ;;
     evaluate-carve) evaluate_folds "${LABEL:-$RESULT-carve}" -carve "${STEPS[@]}" ;;
     evaluate-blob) evaluate_folds "${LABEL:-$RESULT-blob}" -blob "${STEPS[@]}" ;;

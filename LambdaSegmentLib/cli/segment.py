@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``segment`` and ``segment-dir``."""
-    parser.add_argument("--model", type=Path, default=None, metavar="DIR",
-                        help="model package directory (manifest.json + weights; default: the bundled model)")
+    parser.add_argument("--model", type=Path, default=None, metavar="DIR|NAME",
+                        help="model package directory (manifest.json + weights), or the name of a bundled package: "
+                             "lambdaunet-dwi (the default) or lambdaunet-dwi-pair (two networks averaged: fewer false "
+                             "positives, about twice the time; docs/MODEL_CARD.md)")
     parser.add_argument("--device", default="auto", help="auto (CUDA, then Apple MPS, then CPU), cpu, cuda, cuda:N or mps")
     parser.add_argument("--memory-budget-gb", type=float, default=None, metavar="GB",
                         help="bound the model's peak memory; bigger studies run in overlapping slabs with the same result "
@@ -123,6 +125,8 @@ def segment(args: argparse.Namespace, pages: PageWriter | None) -> int:
     core = "n/a" if report["adc_core_ml"] is None else f"{report['adc_core_ml']:.2f} mL"
     doubtful = sum(1 for lesion in report["lesions"] if lesion["low_confidence"])
     flips = f", averaged over {len(segmentation.flips)} flips" if segmentation.tta else ""
+    if package.partner is not None:
+        flips += f", averaged with partner network {package.partner.name} {package.partner.version}"
     if package.seed is not None:
         flips += f", lesions kept where seed network {package.seed.name} {package.seed.version} detects one"
     print(

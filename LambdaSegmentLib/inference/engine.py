@@ -107,6 +107,17 @@ class Segmentation:
 
 
 @dataclass(frozen=True)
+class NetworkRun:
+    """One network's pass plan over a study: the network (a package, its partner or its seed),
+    its prepared input, that input's channels as float32 (c, t, h, w), and its slab plan."""
+
+    network: ModelPackage
+    prepared: PreparedInput
+    channels: np.ndarray
+    slabs: list[Slab]
+
+
+@dataclass(frozen=True)
 class StackFlip:
     """A test-time flip of the model's (t, h, w) stack.
 
@@ -272,9 +283,11 @@ def segment_study(
         uncertainty: also return the flips' disagreement (runs the flips; the mask still
             comes from the unflipped pass unless ``tta``).
 
-    A package with a seed network runs it too (one plain pass, whatever ``tta``): only the
-    components it detects are kept, and ``probability`` is 0 outside them
-    (``Segmentation.seed`` and ``unseeded_probability`` hold what that step saw).
+    A package with a partner network runs it over the same flips, and ``probability`` is the
+    mean of the two networks' probabilities on the DWI grid (``disagreement``: the mean of their
+    flip standard deviations). A package with a seed network runs it too (one plain pass,
+    whatever ``tta``): only the components it detects are kept, and ``probability`` is 0
+    outside them (``Segmentation.seed`` and ``unseeded_probability`` hold what that step saw).
     """
     from LambdaSegmentLib.preprocessing import prepare_input
     from LambdaSegmentLib.preprocessing.brain_mask import brain_mask
@@ -290,47 +303,56 @@ def segment_study(
     slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
     tta = postprocessing_flips(package.manifest) if tta is None else bool(tta)
     flips = tta_flips(prepared) if tta or uncertainty else [StackFlip("none", ())]
-    seed_run = None
-    if package.seed is not None:
-        seed_prepared = (prepared if package.seed.manifest["preprocessing"] == package.manifest["preprocessing"]
-                         else prepare_input(study, package.seed.manifest["preprocessing"]))
-        seed_channels = np.asarray(seed_prepared.channels, dtype=np.float32)
-        seed_run = (seed_prepared, seed_channels,
-                    plan_for_budget(package.seed.model, seed_channels.shape, package.seed.slice_receptive_radius, budget))
-    # one progress count over every pass: the package's network over each flip, then its seed network
-    own_passes = len(flips) * len(slabs)
-    total = own_passes + (len(seed_run[2]) if seed_run else 0)
-    own_progress = None if progress is None else (lambda done, _total: progress(done, total))
-    model = inference_model(package.model, torch_device)
-    if tta or uncertainty:
-        first, mean, spread = predict_over_flips(model, channels, flips, device=torch_device, slabs=slabs,
-                                                 progress=own_progress, precision=precision)
-        probability = mean if tta else first
-    else:
-        spread = None
-        probability = predict_probability(model, channels, device=torch_device, slabs=slabs, progress=own_progress,
-                                          precision=precision)
-    refuse_non_finite(probability, package)
-    probability_volume = prepared.to_dwi_grid(probability)
-    values = np.where(brain, np.clip(np.asarray(probability_volume.array, dtype=np.float32), 0.0, 1.0), np.float32(0.0))
-    probability_volume = probability_volume.with_array(values)
+    def network_run(network: ModelPackage) -> NetworkRun:
+        """The prepared input of an attached network: the package's own when the preprocessing is the same."""
+        same = network.manifest["preprocessing"] == package.manifest["preprocessing"]
+        network_prepared = prepared if same else prepare_input(study, network.manifest["preprocessing"])
+        network_channels = np.asarray(network_prepared.channels, dtype=np.float32)
+        return NetworkRun(network, network_prepared, network_channels,
+                          plan_for_budget(network.model, network_channels.shape, network.slice_receptive_radius, budget))
+
+    runs = [NetworkRun(package, prepared, channels, slabs)] + ([network_run(package.partner)] if package.partner else [])
+    seed_run = network_run(package.seed) if package.seed is not None else None
+    # one progress count over every pass: each network over each flip, then the seed network
+    passes = [len(flips) * len(run.slabs) for run in runs]
+    total = sum(passes) + (len(seed_run.slabs) if seed_run else 0)
+    probabilities, spreads = [], []
+    for number, run in enumerate(runs):
+        before = sum(passes[:number])
+        run_progress = None if progress is None else (lambda done, _total, before=before: progress(before + done, total))
+        model = inference_model(run.network.model, torch_device)
+        if tta or uncertainty:
+            first, mean, spread = predict_over_flips(model, run.channels, flips, device=torch_device, slabs=run.slabs,
+                                                     progress=run_progress, precision=precision)
+            stack_probability = mean if tta else first
+            if uncertainty:
+                spreads.append(run.prepared.to_dwi_grid(spread))
+        else:
+            stack_probability = predict_probability(model, run.channels, device=torch_device, slabs=run.slabs,
+                                                    progress=run_progress, precision=precision)
+        refuse_non_finite(stack_probability, run.network)
+        probabilities.append(run.prepared.to_dwi_grid(stack_probability))
+    # the networks' mean on the DWI grid (a partner may see another grid); one network: its own
+    averaged = np.mean([np.asarray(volume.array, dtype=np.float32) for volume in probabilities], axis=0)
+    values = np.where(brain, np.clip(averaged, 0.0, 1.0), np.float32(0.0)).astype(np.float32)
+    probability_volume = probabilities[0].with_array(values)
     settings = PostProcessing.from_manifest(package.manifest)
     seed_volume = unseeded = None
     if seed_run is not None:
-        seed_prepared, seed_channels, seed_slabs = seed_run
-        seed_progress = None if progress is None else (lambda done, _total: progress(own_passes + done, total))
-        seed_probability = predict_probability(inference_model(package.seed.model, torch_device), seed_channels,
-                                               device=torch_device, slabs=seed_slabs, progress=seed_progress,
+        seed_progress = None if progress is None else (lambda done, _total: progress(sum(passes) + done, total))
+        seed_probability = predict_probability(inference_model(package.seed.model, torch_device), seed_run.channels,
+                                               device=torch_device, slabs=seed_run.slabs, progress=seed_progress,
                                                precision=precision)
         refuse_non_finite(seed_probability, package.seed)
-        seed = (np.asarray(seed_prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
+        seed = (np.asarray(seed_run.prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
         seed_volume = study.dwi.with_array(seed.astype(np.uint8))
         unseeded = probability_volume
         probability_volume = unseeded.with_array(keep_seeded_components(values, settings.candidate_threshold, brain, seed))
     mask = postprocess(probability_volume, study.dwi, brain, settings)
-    disagreement = prepared.to_dwi_grid(spread) if uncertainty and spread is not None else None
-    if disagreement is not None:
-        disagreement = disagreement.with_array(np.clip(np.asarray(disagreement.array), 0.0, 0.5).astype(np.float32))
+    disagreement = None
+    if uncertainty and spreads:
+        spread_values = np.mean([np.asarray(volume.array, dtype=np.float32) for volume in spreads], axis=0)
+        disagreement = spreads[0].with_array(np.clip(spread_values, 0.0, 0.5).astype(np.float32))
     return Segmentation(
         probability=probability_volume,
         mask=mask,

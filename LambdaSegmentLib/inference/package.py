@@ -21,6 +21,12 @@ manifest (nnU-Net "plans" style) carries everything inference must re-apply exac
   reaches ``threshold`` somewhere inside it (``postprocess.keep_seeded_components``). Its
   weights' SHA-256 is recorded here as well as in its own manifest, so that neither network can
   be swapped without the package refusing to load; a seed network has no seed network.
+- optional ``partner_network``: ``{"directory": "partner", "weights_sha256": ...}``, a second
+  package inside this one whose network's probability is averaged with this package's own
+  (the same flips, on the DWI grid) before the seed step and the post-processing: two networks
+  as one (issue 13's rule 48). Recorded and verified like the seed network; a partner has
+  neither a seed nor a partner of its own. The brain mask, threshold and post-processing are
+  this package's.
 
 Loading never unpickles arbitrary objects (``torch.load(weights_only=True)``) and
 refuses weights whose SHA-256 differs from the manifest's.
@@ -44,9 +50,11 @@ from LambdaSegmentLib.models import create_model
 
 MANIFEST_FILE = "manifest.json"
 DEFAULT_WEIGHTS_FILE = "weights.pt"
-BUNDLED_PACKAGE = Path(__file__).resolve().parents[1] / "resources" / "models" / "lambdaunet-dwi"
+BUNDLED_MODELS = Path(__file__).resolve().parents[1] / "resources" / "models"
+BUNDLED_PACKAGE = BUNDLED_MODELS / "lambdaunet-dwi"  # the default
 REQUIRED_KEYS = ("name", "version", "architecture", "preprocessing", "threshold", "weights_file", "weights_sha256")
 SEED_NETWORK_KEYS = ("directory", "threshold", "weights_sha256")
+PARTNER_NETWORK_KEYS = ("directory", "weights_sha256")
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class ModelPackage:
         sha256: SHA-256 (hex) of the weights file, verified against the manifest.
         directory: where the package was read from.
         seed: the manifest's ``seed_network``, loaded and verified; None when it has none.
+        partner: the manifest's ``partner_network``, loaded and verified; None when it has none.
     """
 
     model: nn.Module
@@ -66,6 +75,7 @@ class ModelPackage:
     sha256: str
     directory: Path
     seed: "ModelPackage | None" = None
+    partner: "ModelPackage | None" = None
 
     @property
     def name(self) -> str:
@@ -86,12 +96,15 @@ class ModelPackage:
 
     def identity(self) -> dict[str, Any]:
         """What a report records of the package: name, version, SHA-256, training data, and
-        the same of its seed network (with its threshold) when it has one."""
+        the same of its seed network (with its threshold) and its partner network when it has them."""
         identity = {"name": self.name, "version": self.version, "sha256": self.sha256,
                     "training_data": self.manifest.get("training_data")}
         if self.seed is not None:
             identity["seed_network"] = {"name": self.seed.name, "version": self.seed.version, "sha256": self.seed.sha256,
                                         "threshold": self.seed_threshold}
+        if self.partner is not None:
+            identity["partner_network"] = {"name": self.partner.name, "version": self.partner.version,
+                                           "sha256": self.partner.sha256}
         return identity
 
     @property
@@ -184,39 +197,75 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         PostProcessing.from_manifest(manifest)
     except (TypeError, ValueError) as error:
         raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
-    if "seed_network" in manifest:
-        problem = seed_network_problem(manifest["seed_network"])
+    for key, check in (("seed_network", seed_network_problem), ("partner_network", partner_network_problem)):
+        problem = check(manifest[key]) if key in manifest else None
         if problem:
-            raise BadInputError(path, f"model manifest's seed_network is invalid: {problem}")
+            raise BadInputError(path, f"model manifest's {key} is invalid: {problem}")
+    if "seed_network" in manifest and "partner_network" in manifest \
+            and manifest["seed_network"]["directory"] == manifest["partner_network"]["directory"]:
+        raise BadInputError(path, "model manifest's seed_network and partner_network name the same directory")
     return manifest
 
 
 def seed_network_problem(block: Any) -> str | None:
     """What is wrong with a manifest's ``seed_network`` block, or None when it is well formed."""
-    if not isinstance(block, dict) or sorted(block) != sorted(SEED_NETWORK_KEYS):
-        return f"it must be an object with exactly {', '.join(SEED_NETWORK_KEYS)}"
+    problem = _attached_block_problem(block, SEED_NETWORK_KEYS)
+    if problem:
+        return problem
+    threshold = block["threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) <= 1.0:
+        return f"threshold must be a probability in (0, 1], not {threshold!r}"
+    return None
+
+
+def partner_network_problem(block: Any) -> str | None:
+    """What is wrong with a manifest's ``partner_network`` block, or None when it is well formed."""
+    return _attached_block_problem(block, PARTNER_NETWORK_KEYS)
+
+
+def _attached_block_problem(block: Any, keys: tuple[str, ...]) -> str | None:
+    """The checks every attached network's block shares: its keys, its sub-directory, its SHA-256."""
+    if not isinstance(block, dict) or sorted(block) != sorted(keys):
+        return f"it must be an object with exactly {', '.join(keys)}"
     directory = block["directory"]
     if not isinstance(directory, str) or not directory or Path(directory).is_absolute() or len(Path(directory).parts) != 1 \
             or directory in (".", ".."):
         return f"directory must name a sub-directory of the package, not {directory!r}"
-    threshold = block["threshold"]
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) <= 1.0:
-        return f"threshold must be a probability in (0, 1], not {threshold!r}"
     digest = block["weights_sha256"]
     if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
         return "weights_sha256 must be 64 hexadecimal digits"
     return None
 
 
+def bundled_packages() -> list[Path]:
+    """The bundled model packages' directories, the default first, then the others by name."""
+    others = sorted(path for path in BUNDLED_MODELS.glob("*/") if (path / MANIFEST_FILE).is_file() and path != BUNDLED_PACKAGE)
+    return ([BUNDLED_PACKAGE] if (BUNDLED_PACKAGE / MANIFEST_FILE).is_file() else []) + others
+
+
+def resolve_package_dir(directory: str | Path | None) -> Path:
+    """Where the package ``directory`` names lives: None is the default bundled package; a bare
+    name that is not a directory here but names a bundled package (``lambdaunet-dwi-pair``) is
+    that package; anything else is the directory as given."""
+    if directory is None:
+        return BUNDLED_PACKAGE
+    path = Path(directory)
+    if not path.is_dir() and len(path.parts) == 1 and (BUNDLED_MODELS / path.name / MANIFEST_FILE).is_file():
+        return BUNDLED_MODELS / path.name
+    return path
+
+
 def load_model_package(directory: str | Path | None = None, *, seed_network: bool = True) -> ModelPackage:
-    """Load and verify a model package; ``None`` loads the bundled one. With ``seed_network``
-    False its own network alone is loaded (``seed`` None), e.g. to replace a broken seed network.
+    """Load and verify a model package; ``None`` loads the default bundled one, and a bundled
+    package's name (``"lambdaunet-dwi-pair"``) that one (:func:`resolve_package_dir`). With
+    ``seed_network`` False its own network alone is loaded (``seed`` and ``partner`` None), e.g.
+    to replace a broken seed or partner network.
 
     Raises BadInputError when the directory or manifest is missing, the weights' SHA-256
     differs from the manifest's (both hashes named), the file is not a loadable state
     dict, or the weights do not fit the manifest's architecture.
     """
-    directory = Path(BUNDLED_PACKAGE if directory is None else directory)
+    directory = resolve_package_dir(directory)
     if not directory.is_dir():
         what = "the bundled model package is not installed" if directory == BUNDLED_PACKAGE else "model package directory not found"
         raise BadInputError(directory, what)
@@ -247,32 +296,34 @@ def load_model_package(directory: str | Path | None = None, *, seed_network: boo
     model.eval()
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    seed = load_seed_network(directory, manifest["seed_network"]) if seed_network and "seed_network" in manifest else None
-    return ModelPackage(model=model, manifest=manifest, sha256=actual, directory=directory, seed=seed)
+    attached = {role: load_attached_network(directory, manifest[f"{role}_network"], role)
+                for role in ("seed", "partner") if seed_network and f"{role}_network" in manifest}
+    return ModelPackage(model=model, manifest=manifest, sha256=actual, directory=directory, **attached)
 
 
-def load_seed_network(directory: Path, block: dict[str, Any]) -> ModelPackage:
-    """The seed network a package's manifest names (``block``, already validated), verified
-    against both its own manifest and the package's record of its weights."""
-    seed_directory = directory / str(block["directory"])
-    if not seed_directory.is_dir():
-        raise BadInputError(seed_directory, "the seed network directory named by the model manifest's seed_network not found")
-    seed = _load_seed_candidate(seed_directory)
+def load_attached_network(directory: Path, block: dict[str, Any], role: str) -> ModelPackage:
+    """The ``role`` ("seed" or "partner") network a package's manifest names (``block``, already
+    validated), verified against both its own manifest and the package's record of its weights."""
+    attached_directory = directory / str(block["directory"])
+    if not attached_directory.is_dir():
+        raise BadInputError(attached_directory, f"the {role} network directory named by the model manifest's {role}_network not found")
+    attached = _load_attachable(attached_directory, role)
     expected = str(block["weights_sha256"]).lower()
-    if seed.sha256 != expected:
+    if attached.sha256 != expected:
         raise BadInputError(
-            seed_directory / str(seed.manifest["weights_file"]),
-            f"SHA-256 {seed.sha256} differs from the {expected} that {directory / MANIFEST_FILE} records for its seed network; refusing it",
+            attached_directory / str(attached.manifest["weights_file"]),
+            f"SHA-256 {attached.sha256} differs from the {expected} that {directory / MANIFEST_FILE} records for its {role} network; refusing it",
         )
-    return seed
+    return attached
 
 
-def _load_seed_candidate(seed_directory: Path) -> ModelPackage:
-    """The package in ``seed_directory``, loaded and verified, refused if it has a seed network of its own."""
-    seed = load_model_package(seed_directory)
-    if seed.seed is not None:
-        raise BadInputError(seed_directory / MANIFEST_FILE, "a seed network may not carry a seed network of its own")
-    return seed
+def _load_attachable(directory: Path, role: str) -> ModelPackage:
+    """The package in ``directory``, loaded and verified, refused if it carries a network of its own."""
+    package = load_model_package(directory)
+    for other, network in (("seed", package.seed), ("partner", package.partner)):
+        if network is not None:
+            raise BadInputError(directory / MANIFEST_FILE, f"a {role} network may not carry a {other} network of its own")
+    return package
 
 
 def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold: float, *, subdirectory: str = "seed") -> dict[str, Any]:
@@ -284,28 +335,46 @@ def attach_seed_network(package_dir: str | Path, seed_dir: str | Path, threshold
     interrupted before that loads as it did without a seed network, or, if it had one, is
     refused on load (its recorded SHA-256 no longer matches), never silently seeded by another.
     """
+    return _attach_network(package_dir, seed_dir, "seed", {"directory": subdirectory, "threshold": float(threshold)})
+
+
+def attach_partner_network(package_dir: str | Path, partner_dir: str | Path, *, subdirectory: str = "partner") -> dict[str, Any]:
+    """Copy the package in ``partner_dir`` into ``package_dir/subdirectory`` and record it as the
+    package's ``partner_network`` (its probability averaged with the package's own); returns the
+    new manifest. Checked, copied and recorded as :func:`attach_seed_network` does; a partner
+    with a seed or partner network of its own is refused."""
+    return _attach_network(package_dir, partner_dir, "partner", {"directory": subdirectory})
+
+
+def _attach_network(package_dir: str | Path, source_dir: str | Path, role: str, block: dict[str, Any]) -> dict[str, Any]:
+    """Copy the package in ``source_dir`` into ``package_dir/block["directory"]`` and record
+    ``block`` (with its weights' SHA-256) as the package's ``{role}_network``."""
     import shutil
 
     from LambdaSegmentLib.reports import write_text_atomically
 
     package_dir = Path(package_dir)
-    package = load_model_package(package_dir, seed_network=False)  # a broken seed network may be replaced
-    seed = _load_seed_candidate(Path(seed_dir))
-    block = {"directory": subdirectory, "threshold": float(threshold), "weights_sha256": seed.sha256}
-    problem = seed_network_problem(block)
+    package = load_model_package(package_dir, seed_network=False)  # a broken attached network may be replaced
+    attached = _load_attachable(Path(source_dir), role)
+    block = {**block, "weights_sha256": attached.sha256}
+    problem = (seed_network_problem if role == "seed" else partner_network_problem)(block)
     if problem:
         raise ValueError(problem)
+    subdirectory = str(block["directory"])
+    other = package.manifest.get("partner_network" if role == "seed" else "seed_network")
+    if other is not None and other["directory"] == subdirectory:
+        raise ValueError(f"{subdirectory!r} already holds the package's {'partner' if role == 'seed' else 'seed'} network")
     target = package_dir / subdirectory
-    if target.resolve() == Path(seed_dir).resolve():
-        raise ValueError(f"{seed_dir} is already the package's {subdirectory!r} directory")
+    if target.resolve() == Path(source_dir).resolve():
+        raise ValueError(f"{source_dir} is already the package's {subdirectory!r} directory")
     staging = package_dir / f".{subdirectory}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    for name in (MANIFEST_FILE, str(seed.manifest["weights_file"])):
-        shutil.copy2(Path(seed_dir) / name, staging / name)
+    for name in (MANIFEST_FILE, str(attached.manifest["weights_file"])):
+        shutil.copy2(Path(source_dir) / name, staging / name)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    manifest = dict(package.manifest, seed_network=block)
+    manifest = {**package.manifest, f"{role}_network": block}
     write_text_atomically(json.dumps(manifest, indent=2, sort_keys=False) + "\n", package_dir / MANIFEST_FILE, overwrite=True)
     load_model_package(package_dir)  # the result loads and verifies
     return manifest

@@ -64,6 +64,8 @@ def numbers_text(report: Mapping[str, Any]) -> str:
         f"Left hemisphere: {hemispheres.get('left', 0.0):.2f} mL    right hemisphere: {hemispheres.get('right', 0.0):.2f} mL",
         f"ADC core (ADC < 620 x 10^-6 mm²/s inside the predicted infarct): {_number(report.get('adc_core_ml'), ' mL')}",
         f"Model: {model['name']} {model['version']} (SHA-256 {str(model['sha256'])[:12]}…)    threshold {report['threshold']:g}",
+        *([f"Partner network (probabilities averaged): {partner['name']} {partner['version']} (SHA-256 {str(partner['sha256'])[:12]}…)"]
+          if (partner := model.get("partner_network")) else []),
         *([f"Seed network: {seed['name']} {seed['version']} (SHA-256 {str(seed['sha256'])[:12]}…)    detects at {seed['threshold']:g}"]
           if (seed := model.get("seed_network")) else []),
         f"Device: {report['device']}    time: {report['seconds']:.1f} s    {report['software']}    {report['created']}",

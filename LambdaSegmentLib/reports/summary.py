@@ -68,7 +68,7 @@ def build_report(
         mask: the binary infarct mask on the DWI grid (uint8, 1 = infarct).
         sources: role -> input path (``Study.sources``); files are hashed here.
         model: ``name``, ``version``, ``sha256`` and ``training_data`` of the model package, and
-            its ``seed_network`` when it has one (``ModelPackage.identity``).
+            its ``seed_network`` and ``partner_network`` when it has them (``ModelPackage.identity``).
         device: device that ran the model.
         seconds: wall time of the segmentation.
         threshold: probability threshold that made the mask.
@@ -95,7 +95,7 @@ def build_report(
             for role, path in sources.items()
         ],
         "input": dict(study_info or {}),
-        "model": {key: model[key] for key in ("name", "version", "sha256", "training_data", "seed_network") if key in model},
+        "model": {key: model[key] for key in ("name", "version", "sha256", "training_data", "seed_network", "partner_network") if key in model},
         "device": device,
         "seconds": round(float(seconds), 3),
         "threshold": float(threshold),

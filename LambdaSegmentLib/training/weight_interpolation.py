@@ -30,7 +30,7 @@ from LambdaSegmentLib.inference.package import save_model_package
 from . import recipe
 
 #: Manifest keys chosen for the fine-tuned model's outputs; they do not describe the average
-#: (nor is a seed network's sub-directory copied: attach one again, scripts/attach_seed_network.py).
+#: (nor is a seed network's sub-directory copied: attach one again, scripts/attach_network.py).
 _CHOSEN_FOR_OUTPUTS = ("postprocessing", "postprocessing_choice", "low_confidence_mean_probability", "low_confidence_rule",
                        "seed_network")
 

@@ -258,4 +258,31 @@ def test_a_package_with_a_seed_network_says_so_and_its_report_records_both_netwo
     assert report["model"]["sha256"] == load_model_package(model_dir).sha256
     assert report["model"]["seed_network"] == {"name": seed.name, "version": seed.version, "sha256": seed.sha256, "threshold": 0.5}
     with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
-        assert next(csv.DictReader(stream))["seed_network_sha256"] == seed.sha256
+        row = next(csv.DictReader(stream))
+    assert row["seed_network_sha256"] == seed.sha256 and row["partner_network_sha256"] == ""
+
+
+def test_a_package_with_a_partner_network_says_so_and_its_report_records_it(
+    axial_study: StudyFiles, model_dir: Path, tmp_path: Path
+) -> None:
+    """A package whose probability is averaged with a partner network's (`lambdaunet-dwi-pair`'s layout): the
+    line says so, and the report's JSON and CSV record the partner's SHA-256."""
+    from LambdaSegmentLib.inference.package import attach_partner_network
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+    import shutil
+
+    paired = shutil.copytree(model_dir, tmp_path / "paired")
+    partner_dir = save_untrained_package(tmp_path / "partner", seed=1)
+    attach_partner_network(paired, partner_dir)
+    report_path = tmp_path / "out" / "case.json"
+    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "out" / "mask.nii.gz",
+                           "--report", report_path, "--model", paired, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    partner = load_model_package(partner_dir)
+    assert f"averaged with partner network {partner.name} {partner.version}" in result.stdout
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["model"]["partner_network"] == {"name": partner.name, "version": partner.version, "sha256": partner.sha256}
+    assert "seed_network" not in report["model"]
+    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
+        row = next(csv.DictReader(stream))
+    assert row["partner_network_sha256"] == partner.sha256 and row["seed_network_sha256"] == ""

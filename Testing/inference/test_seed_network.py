@@ -182,10 +182,10 @@ def test_a_grown_package_is_seeded_on_its_grown_components(tmp_path: Path) -> No
 
 def test_the_attach_script_reports_what_it_did_and_refuses_a_nested_seed(tmp_path: Path, load_script, capsys) -> None:
     package_dir, seed_dir = two_packages(tmp_path)
-    script = load_script("scripts/attach_seed_network.py")
-    assert script.main([str(package_dir), str(seed_dir), "--threshold", "0.5"]) == 0
+    script = load_script("scripts/attach_network.py")
+    assert script.main([str(package_dir), str(seed_dir), "--as", "seed", "--threshold", "0.5"]) == 0
     assert "seed network" in capsys.readouterr().out and load_model_package(package_dir).seed is not None
     before = (package_dir / "manifest.json").read_bytes()
-    assert script.main([str(seed_dir), str(package_dir), "--threshold", "0.5"]) == 2  # package_dir now has a seed
+    assert script.main([str(seed_dir), str(package_dir), "--as", "seed", "--threshold", "0.5"]) == 2  # package_dir now has a seed
     assert "may not carry a seed network of its own" in capsys.readouterr().err
     assert (package_dir / "manifest.json").read_bytes() == before and not (seed_dir / "seed").exists()

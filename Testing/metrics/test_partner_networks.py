@@ -53,5 +53,5 @@ def test_a_partner_with_a_seed_network_of_its_own_is_refused(cv, small_study, tm
     own = load_model_package(save_untrained_package(tmp_path / "own", seed=1))
     seeded_dir = save_untrained_package(tmp_path / "seeded", seed=2)
     attach_seed_network(seeded_dir, save_untrained_package(tmp_path / "seed", seed=3), 0.5)
-    with pytest.raises(SystemExit, match="seed networks"):
+    with pytest.raises(SystemExit, match="seed networks or partners"):
         cv.prepare("small", study, truth, own, regions=False, partner_package=load_model_package(seeded_dir))

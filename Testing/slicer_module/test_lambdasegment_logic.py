@@ -68,24 +68,27 @@ def test_the_segment_holds_exactly_the_librarys_mask_and_the_same_ml(logic, stud
 
 
 def test_a_seeded_package_gives_the_segment_the_librarys_seeded_mask_and_says_so(logic, study, untrained_package, tmp_path):
-    """A package with a seed network (issue 13's stage-1 seeds): the Slicer module runs exactly
-    what the library runs (both networks), and its run line names the seed network."""
+    """A package with a partner and a seed network (`lambdaunet-dwi-pair`'s layout: issue 13's rule 48 and the
+    stage-1 seeds): the Slicer module runs exactly what the library runs (all three networks),
+    and its run line names the partner and the seed network."""
     import shutil
 
-    from LambdaSegmentLib.inference.package import attach_seed_network
+    from LambdaSegmentLib.inference.package import attach_partner_network, attach_seed_network
     from LambdaSegmentLib.inference.untrained import save_untrained_package
 
     seeded = shutil.copytree(untrained_package, tmp_path / "seeded")
+    attach_partner_network(seeded, save_untrained_package(tmp_path / "partner", seed=2))
     attach_seed_network(seeded, save_untrained_package(tmp_path / "stage1", seed=1), 0.5)
     logic.modelPackageDir = str(seeded)
     dwi, adc, _visit = study
     node, volume_ml = logic.segmentStroke(dwi, adc, device="cpu")
     _study, expected, package = segment_volumes(volume_from_node(dwi), volume_from_node(adc), package_dir=seeded)
-    assert expected.seed is not None and package.seed is not None
+    assert expected.seed is not None and package.seed is not None and package.partner is not None
     assert np.array_equal(segment_mask_on_grid(node, "Infarct", dwi).array, expected.mask.array)
     assert volume_ml == pytest.approx(lesion_volume_ml(expected.mask), rel=1e-12)
     summary = logic.resultSummary(node)
     assert f"seed network {package.seed.name}" in summary["run_text"]
+    assert f"partner network {package.partner.name}" in summary["run_text"]
 
 
 def test_the_result_is_shown_over_the_dwi_and_placed_beside_it(logic, study, mrml):
@@ -296,3 +299,28 @@ def _ijk_to_ras(volume_node):
     matrix = vtk.vtkMatrix4x4()
     volume_node.GetIJKToRASMatrix(matrix)
     return matrix
+
+
+def test_the_model_selector_lists_the_bundled_packages_default_first(lambda_segment_module, tmp_path):
+    """The Advanced section's model choices come from the bundled packages' manifests: the
+    default (lambdaunet-dwi) first as "", then the others by folder name, each with how many
+    networks it runs; choosing one gives the logic that package's folder."""
+    from LambdaSegmentLib.inference.package import attach_partner_network, attach_seed_network
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+
+    Logic = lambda_segment_module.LambdaSegmentLogic
+    models = tmp_path / "models"
+    pair = save_untrained_package(models / "lambdaunet-dwi-pair", seed=1)
+    save_untrained_package(models / "lambdaunet-dwi", seed=0)
+    attach_partner_network(pair, save_untrained_package(tmp_path / "partner", seed=2))
+    attach_seed_network(pair, save_untrained_package(tmp_path / "seed", seed=3), 0.5)
+
+    choices = Logic.bundledModelPackages(models)
+    assert [name for name, _label in choices] == ["", "lambdaunet-dwi-pair"]
+    assert "the default" in choices[0][1] and "3 networks" in choices[1][1]
+    assert Logic.bundledModelPackageDir("", models) is None  # the library loads its default itself
+    assert Logic.bundledModelPackageDir("lambdaunet-dwi-pair", models) == str(pair)
+    with pytest.raises(ValueError, match="'lambdaunet-dwi-trio' is not installed"):
+        Logic.bundledModelPackageDir("lambdaunet-dwi-trio", models)
+    # the extension's own folder: its default package is listed first
+    assert Logic.bundledModelPackages()[0][0] == ""
