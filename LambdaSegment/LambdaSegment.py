@@ -955,7 +955,7 @@ class LambdaSegmentLogic(ScriptedLoadableModuleLogic):  # noqa: F405
             return None
         folder = Path(modelsDir or cls.bundledModelsDir()) / name
         if not (folder / "manifest.json").is_file():
-            raise ValueError(f"the model package {name!r} is not installed with this extension ({folder})")
+            raise ValueError(_("the model package {name!r} is not installed with this extension ({folder})").format(name=name, folder=folder))
         return str(folder)
 
     @staticmethod
