@@ -33,10 +33,12 @@ Synthetic held-out (``--synthetic``): 16 studies at default ranges (seeds 31,000
 scored with each fold's model and post-processing; the summary also averages the studies whose
 true infarct is 100 mL or more as acquired.
 
-Two networks as one (``--partner-packages A=DIR B=DIR``): per fold, the mean of the fold
-package's probability and a second package's (both plain passes, or both averaged over the
-test-time flips), before the seed step and the post-processing: an ensemble of two recipes
-whose strengths differ (issue 13's rule 48: a GroupNorm-stem network and a BatchNorm one).
+Two networks as one (``--partner-packages A=DIR B=DIR``): per fold, a copy of the fold
+package with the second package attached as its partner network (``inference/package.py``),
+so that ``segment_study`` averages the two networks' probabilities itself (both plain passes,
+or both over the test-time flips) before the seed step and the post-processing, as a shipped
+pair does: an ensemble of two recipes whose strengths differ (issue 13's rule 48: a
+GroupNorm-stem network and a BatchNorm one).
 
 Montages of the errors (false positives red, missed lesion blue, found lesion green) go
 to ``--montage-dir`` (default ``benchmarks/results/real_scan_cv/montages/``, not committed:
@@ -59,6 +61,7 @@ import argparse
 import itertools
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +74,7 @@ sys.path.insert(0, str(REPO))
 
 from LambdaSegmentLib.errors import BadInputError  # noqa: E402
 from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment_study  # noqa: E402
+from LambdaSegmentLib.inference.package import MANIFEST_FILE, attach_partner_network  # noqa: E402
 from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components  # noqa: E402
@@ -166,37 +170,35 @@ def network_probability(segmentation: Segmentation) -> np.ndarray:
     return np.asarray(volume.array)
 
 
-def network_probabilities(study: Study, package: ModelPackage, flips: bool) -> tuple[Segmentation, np.ndarray | None]:
-    """``package``'s plain pass on ``study`` and, with ``flips``, its network probability averaged
-    over the test-time flips ((k, j, i) on the DWI grid)."""
-    segmentation = segment_study(study, package, device="cpu", tta=False)
-    flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
-    return segmentation, flipped
+def paired_package(package: ModelPackage, partner: ModelPackage, directory: Path) -> ModelPackage:
+    """A copy of ``package`` in ``directory`` (created) with ``partner`` attached as its partner
+    network: ``segment_study`` then runs both and averages them, as for a shipped pair. Neither
+    may carry a seed or partner network (give ``--seed-packages``), and both must mask the
+    brain alike (the pair uses ``package``'s mask for both)."""
+    if any(network is not None for network in (package.seed, package.partner, partner.seed, partner.partner)):
+        raise SystemExit("real_scan_cv: with --partner-packages neither package may carry seed networks or partners; "
+                         "give --seed-packages")
+    if partner.brain_mask_method != package.brain_mask_method:
+        raise SystemExit(f"real_scan_cv: {partner.directory} masks the brain otherwise than {package.directory}")
+    directory.mkdir(parents=True)
+    for name in (MANIFEST_FILE, str(package.manifest["weights_file"])):
+        (directory / name).write_bytes((package.directory / name).read_bytes())
+    attach_partner_network(directory, partner.directory)
+    return load_model_package(directory)
 
 
 def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *, regions: bool, flips: bool = False,
-            seed_package: ModelPackage | None = None, partner_package: ModelPackage | None = None) -> Prepared:
+            seed_package: ModelPackage | None = None) -> Prepared:
     """Segment ``study`` (plain pass; with ``flips`` also averaged over the engine's test-time flips;
-    with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed;
-    with ``partner_package`` the probability is the mean of both packages' networks)."""
+    with ``seed_package`` also by that package, whose plain pass at ``SEED_THRESHOLD`` is the seed)."""
     # the brain mask segment_study used (the manifest's method; a skull-stripped study passes
     # through as its nonzero DWI), so the edge depth here is the one the product's post-processing sees
     if seed_package is not None and package.seed is not None:
         raise SystemExit(f"real_scan_cv: {package.directory} carries a seed network; give no --seed-packages for it")
-    if partner_package is not None and any(network is not None for network in (package.seed, package.partner, partner_package.seed,
-                                                                               partner_package.partner)):
-        raise SystemExit("real_scan_cv: with --partner-packages neither package may carry seed networks or partners; "
-                         "give --seed-packages")
     seed = None
     try:
-        segmentation, flipped = network_probabilities(study, package, flips)
-        probability = network_probability(segmentation)
-        if partner_package is not None:
-            partner, partner_flipped = network_probabilities(study, partner_package, flips)
-            if partner.brain_mask_method != segmentation.brain_mask_method:
-                raise SystemExit(f"real_scan_cv: {partner_package.directory} masks the brain otherwise than {package.directory}")
-            probability = 0.5 * (probability + network_probability(partner))
-            flipped = None if flipped is None else 0.5 * (flipped + partner_flipped)
+        segmentation = segment_study(study, package, device="cpu", tta=False)
+        flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)
         brain = brain_mask(study.dwi, method=package.brain_mask_method, foreground=study.foreground)
@@ -205,6 +207,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     else:
         brain = np.asarray(segmentation.brain.array) != 0
         # the search re-applies a package's own seed network at each threshold it tries
+        probability = network_probability(segmentation)
         seed = None if segmentation.seed is None else np.asarray(segmentation.seed.array) != 0
     if seed_package is not None:
         try:
@@ -450,18 +453,20 @@ def main() -> None:
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
     search_studies = validation_studies(args.validation_synthesis) if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str | None, str | None, str], dict[str, Any]] = {}
+    pairs = tempfile.TemporaryDirectory(prefix="real_scan_cv-pairs-")  # the fold packages with a partner attached
     for fold in args.folds:
         own, held_out = FOLDS[fold]
         package = fold_package(specs[fold])
         seed_package = fold_package(seed_specs[fold]) if fold in seed_specs else None
         partner_package = fold_package(partner_specs[fold]) if fold in partner_specs else None
-        models = {"seed_package": seed_package, "partner_package": partner_package}
+        if partner_package is not None:
+            package = paired_package(package, partner_package, Path(pairs.name) / fold)
         search_flips = args.postprocessing == "choose" and "flips" in args.steps
         if args.postprocessing == "choose":
             own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips,
-                                 **models)
+                                 seed_package=seed_package)
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
-            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, **models)
+            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds))
         elif args.postprocessing == "package":
@@ -478,7 +483,7 @@ def main() -> None:
         for thick in (False, True):
             setting = "6mm" if thick else "native"
             prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips,
-                               **models)
+                               seed_package=seed_package)
             model_mask = prepared.mask(settings)
             raw_mask = prepared.mask(PostProcessing(threshold=0.5))
             rule_mask = np.asarray(adc_threshold_rule(prepared.study).array) != 0
@@ -497,10 +502,11 @@ def main() -> None:
             key = (package.sha256, seed_package.sha256 if seed_package else None, partner_package.sha256 if partner_package else None,
                    json.dumps(settings.as_dict(), sort_keys=True))
             if key not in synthetic_done:
-                synthetic_done[key] = synthetic_scores(package, settings, seed_package, partner_package)
+                synthetic_done[key] = synthetic_scores(package, settings, seed_package)
             fold_result["synthetic"] = synthetic_done[key]
             print(f"fold {fold} synthetic: {json.dumps(fold_result['synthetic']['summary'])}", flush=True)
         results["folds"][fold] = fold_result
+    pairs.cleanup()
     results["seconds"] = round(time.perf_counter() - start, 1)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.label}.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -537,17 +543,15 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     print(f"{manifest_path}: {json.dumps(settings.manifest_entries())} (objective {objective:.4f})")
 
 
-def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None,
-                     partner_package: ModelPackage | None = None) -> dict[str, Any]:
-    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` and averaged with
-    ``partner_package`` if given) and the rule on the synthetic held-out studies."""
+def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None) -> dict[str, Any]:
+    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` if given) and the rule on the synthetic held-out studies."""
     rows = []
     groups = (("default", SYNTHETIC_TEST_SEEDS, {}), ("large", SYNTHETIC_LARGE_SEEDS, SYNTHETIC_LARGE_RANGES))
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
             prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips,
-                               seed_package=seed_package, partner_package=partner_package)
+                               seed_package=seed_package)
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
                          "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})
