@@ -197,10 +197,10 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         PostProcessing.from_manifest(manifest)
     except (TypeError, ValueError) as error:
         raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
-    for key, check in (("seed_network", seed_network_problem), ("partner_network", partner_network_problem)):
-        problem = check(manifest[key]) if key in manifest else None
+    for role, check in ATTACHED_NETWORKS.items():
+        problem = check(manifest[f"{role}_network"]) if f"{role}_network" in manifest else None
         if problem:
-            raise BadInputError(path, f"model manifest's {key} is invalid: {problem}")
+            raise BadInputError(path, f"model manifest's {role}_network is invalid: {problem}")
     if "seed_network" in manifest and "partner_network" in manifest \
             and manifest["seed_network"]["directory"] == manifest["partner_network"]["directory"]:
         raise BadInputError(path, "model manifest's seed_network and partner_network name the same directory")
@@ -221,6 +221,11 @@ def seed_network_problem(block: Any) -> str | None:
 def partner_network_problem(block: Any) -> str | None:
     """What is wrong with a manifest's ``partner_network`` block, or None when it is well formed."""
     return _attached_block_problem(block, PARTNER_NETWORK_KEYS)
+
+
+#: The networks a package may carry beside its own (manifest ``<role>_network``), each with the
+#: check of its manifest block.
+ATTACHED_NETWORKS = {"seed": seed_network_problem, "partner": partner_network_problem}
 
 
 def _attached_block_problem(block: Any, keys: tuple[str, ...]) -> str | None:
@@ -297,7 +302,7 @@ def load_model_package(directory: str | Path | None = None, *, seed_network: boo
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     attached = {role: load_attached_network(directory, manifest[f"{role}_network"], role)
-                for role in ("seed", "partner") if seed_network and f"{role}_network" in manifest}
+                for role in ATTACHED_NETWORKS if seed_network and f"{role}_network" in manifest}
     return ModelPackage(model=model, manifest=manifest, sha256=actual, directory=directory, **attached)
 
 
@@ -320,8 +325,8 @@ def load_attached_network(directory: Path, block: dict[str, Any], role: str) -> 
 def _load_attachable(directory: Path, role: str) -> ModelPackage:
     """The package in ``directory``, loaded and verified, refused if it carries a network of its own."""
     package = load_model_package(directory)
-    for other, network in (("seed", package.seed), ("partner", package.partner)):
-        if network is not None:
+    for other in ATTACHED_NETWORKS:
+        if getattr(package, other) is not None:
             raise BadInputError(directory / MANIFEST_FILE, f"a {role} network may not carry a {other} network of its own")
     return package
 
@@ -357,13 +362,13 @@ def _attach_network(package_dir: str | Path, source_dir: str | Path, role: str, 
     package = load_model_package(package_dir, seed_network=False)  # a broken attached network may be replaced
     attached = _load_attachable(Path(source_dir), role)
     block = {**block, "weights_sha256": attached.sha256}
-    problem = (seed_network_problem if role == "seed" else partner_network_problem)(block)
+    problem = ATTACHED_NETWORKS[role](block)
     if problem:
         raise ValueError(problem)
     subdirectory = str(block["directory"])
-    other = package.manifest.get("partner_network" if role == "seed" else "seed_network")
-    if other is not None and other["directory"] == subdirectory:
-        raise ValueError(f"{subdirectory!r} already holds the package's {'partner' if role == 'seed' else 'seed'} network")
+    for other in ATTACHED_NETWORKS.keys() - {role}:
+        if package.manifest.get(f"{other}_network", {}).get("directory") == subdirectory:
+            raise ValueError(f"{subdirectory!r} already holds the package's {other} network")
     target = package_dir / subdirectory
     if target.resolve() == Path(source_dir).resolve():
         raise ValueError(f"{source_dir} is already the package's {subdirectory!r} directory")

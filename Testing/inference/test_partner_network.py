@@ -4,7 +4,6 @@ its SHA-256 recorded, verified on every load, and run by segment_study for every
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -19,21 +18,14 @@ from LambdaSegmentLib.inference.postprocess import keep_seeded_components
 from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io import load_study
 
+from lambdasegment_package_helpers import manifest_of, set_manifest
+
 
 def three_packages(tmp_path: Path) -> tuple[Path, Path, Path]:
     """Three different untrained packages: the one that segments, its partner, a seed network."""
     return (save_untrained_package(tmp_path / "package", seed=0),
             save_untrained_package(tmp_path / "partner", seed=1),
             save_untrained_package(tmp_path / "seed", seed=2))
-
-
-def manifest_of(directory: Path) -> dict:
-    return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-
-
-def set_manifest(directory: Path, **entries: object) -> None:
-    manifest = {**manifest_of(directory), **entries}
-    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ verified on every load, and applied by segment_study before the manifest's post-
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -20,21 +19,13 @@ from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io import load_study
 from LambdaSegmentLib.preprocessing import prepare_input
 
+from lambdasegment_package_helpers import manifest_of, set_manifest
+
 
 def two_packages(tmp_path: Path, threshold: float = 0.5) -> tuple[Path, Path]:
     """Two different untrained packages: the one that segments, and its seed network."""
     return (save_untrained_package(tmp_path / "package", seed=0, threshold=threshold),
             save_untrained_package(tmp_path / "stage1", seed=1))
-
-
-def manifest_of(directory: Path) -> dict:
-    return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-
-
-def set_manifest(directory: Path, **entries: object) -> None:
-    """Rewrite ``directory``'s manifest with ``entries`` set (its weights' record untouched)."""
-    manifest = {**manifest_of(directory), **entries}
-    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 
 def test_an_attached_seed_network_is_copied_recorded_and_loaded(tmp_path: Path) -> None:
