@@ -218,11 +218,11 @@ case "$stage" in
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
     pair)  # issue 13's rule 48: the second bundled package, lambdaunet-dwi-pair, from the committed stage-1 packages
         S_TM='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5}'
-        for spec in "ship-tm cv-rms-temporal lambdaunet-dwi-pair" "ship-tmg cv-rms-temporal-gnstem lambdaunet-dwi-pair-gnstem"; do
-            read -r runs stage1 name <<< "$spec"
+        # runs folder, stage 1 it starts from, package name, STEM_NORM
+        for spec in "ship-tm cv-rms-temporal lambdaunet-dwi-pair" "ship-tmg cv-rms-temporal-gnstem lambdaunet-dwi-pair-gnstem group"; do
+            read -r runs stage1 name stem <<< "$spec"
             mkdir -p "runs/$runs/pretrain"
             rm -rf "runs/$runs/pretrain/pkg" && cp -r "runs/$stage1/pretrain/pkg" "runs/$runs/pretrain/"
-            stem=""; [[ $runs == ship-tmg ]] && stem=group
             SHIP_VERSION=1.0.0 SHIP_NAME=$name STEM_NORM=$stem RUNS=runs/$runs scripts/train_cv.sh shipped --synthesis "$S_TM" --lr 1e-4 "${EXTRA[@]}"
         done
         SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-pair RUNS=runs/ship-tm PARTNER_FROM=runs/ship-tmg/shipped/pkg \
@@ -233,7 +233,8 @@ case "$stage" in
         done ;;
     evaluate-wise) evaluate_folds "${LABEL:-$RESULT-wise-$ALPHA}" "-wise-$ALPHA" "${STEPS[@]}" ;;
     evaluate-seeded)
-        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$(package_dir_of "${SEED_FROM:-pretrain}")" "B=$(package_dir_of "${SEED_FROM:-pretrain}")" ;;
+        seed=$(package_dir_of "${SEED_FROM:-pretrain}")
+        evaluate_folds "${LABEL:-$RESULT-seeded}" "" "${STEPS[@]}" --seed-packages "A=$seed" "B=$seed" ;;
     evaluate-contra) evaluate_folds "${LABEL:-$RESULT-contra}" -contra --steps threshold size edge ;;
     evaluate-carve) evaluate_folds "${LABEL:-$RESULT-carve}" -carve "${STEPS[@]}" ;;
     evaluate-blob) evaluate_folds "${LABEL:-$RESULT-blob}" -blob "${STEPS[@]}" ;;
