@@ -433,7 +433,7 @@ class LambdaPlus(nn.Module):
         pixels = x.permute(0, 2, 3, 1).reshape(-1, channels)  # (B H W) c; a view if channels-last
         w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
         sizes = (heads * kd, ud * kd, ud * vd)
-        if self.training or not self._batch_norms_have_statistics():
+        if self.training or not self._inference_projection_available():
             projected = pixels @ torch.cat([w_q, w_k, w_v]).T
             q, k, v = projected.split(sizes, dim=1)
             # BatchNorm over (B H W) per channel, exactly BatchNorm2d's statistics.
@@ -446,7 +446,7 @@ class LambdaPlus(nn.Module):
             (w_q, shift_q), (w_k, _), (w_v, shift_v) = self._folded_projection()
             q = _affine(pixels, w_q, shift_q).view(folded, height, width, -1)
             k = (pixels @ w_k.T).view(folded, height, width, -1)
-            v = torch.addmm(shift_v, pixels, w_v.T).view(folded, height, width, -1)
+            v = self._values_after_projection(_affine(pixels, w_v, shift_v).view(folded, height, width, -1))
         q = q.reshape(folded, height, width, heads, kd)
         if self.query_norm == "rms":
             q = self.norm_q(q)
@@ -456,27 +456,43 @@ class LambdaPlus(nn.Module):
             v.reshape(folded, height, width, ud, vd),
         )
 
-    def _batch_norms_have_statistics(self) -> bool:
-        """True when the projections' normalisations are BatchNorms with running statistics to fold
-        (a GroupNorm on the values depends on each slice: it is applied after the projection)."""
+    def _inference_projection_available(self) -> bool:
+        """True when every BatchNorm of the projections has running statistics to fold (a
+        GroupNorm on the values needs none: it is applied per slice after the projection,
+        ``_values_after_projection``)."""
         norms = [self.norm_v] + ([self.norm_q] if self.query_norm == "batch" else [])
-        return all(isinstance(norm, nn.BatchNorm2d) and norm.running_var is not None for norm in norms)
+        return all(norm.running_var is not None for norm in norms if isinstance(norm, nn.BatchNorm2d))
 
     def _folded_projection_available(self) -> bool:
         """True in eval mode without autograd, when the BatchNorms' running statistics exist."""
-        return not self.training and not torch.is_grad_enabled() and self._batch_norms_have_statistics()
+        return not self.training and not torch.is_grad_enabled() and self._inference_projection_available()
 
     def _folded_projection(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """(weight (out, c), shift (out,) or None) of the q, k, v projections with the eval-mode
-        query and value BatchNorms folded in (an RMS query norm is applied after the
-        projection: it is not affine)."""
+        query and value BatchNorms folded in (an RMS query norm and a GroupNorm on the
+        values are applied after the projection: they are not fixed affines)."""
         w_q, w_k, w_v = (conv.weight.flatten(1) for conv in (self.to_q, self.to_k, self.to_v))
-        scale_v, shift_v = _bn_affine(self.norm_v)
+        value: tuple[torch.Tensor, torch.Tensor | None] = (w_v, None)
+        if isinstance(self.norm_v, nn.BatchNorm2d):
+            scale_v, shift_v = _bn_affine(self.norm_v)
+            value = (w_v * scale_v[:, None], shift_v)
         query: tuple[torch.Tensor, torch.Tensor | None] = (w_q, None)
         if self.query_norm == "batch":
             scale_q, shift_q = _bn_affine(self.norm_q)
             query = (w_q * scale_q[:, None], shift_q)
-        return [query, (w_k, None), (w_v * scale_v[:, None], shift_v)]
+        return [query, (w_k, None), value]
+
+    def _values_after_projection(self, values: torch.Tensor) -> torch.Tensor:
+        """Values (n, H, W, u v) from ``_folded_projection`` -> normalised values, same shape.
+
+        A folded BatchNorm is already in them; a GroupNorm (one group per intra-depth slot,
+        statistics of each slice alone) is applied here, per slice, so a chunk of slices
+        gets exactly what the whole study would. Runs nn.GroupNorm itself on a
+        channels-last view: one implementation of the norm for training and inference.
+        """
+        if isinstance(self.norm_v, nn.BatchNorm2d):
+            return values
+        return self.norm_v(values.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
     def _forward_in_slice_chunks(self, x: torch.Tensor, num_slices: int, chunk: int) -> torch.Tensor:
         """Inference forward, ``chunk`` slices of each study at a time; same output as forward.
@@ -505,7 +521,9 @@ class LambdaPlus(nn.Module):
                 stop = min(study_stop, start + chunk)
                 window_start, window_stop = max(study_start, start - halo), min(study_stop, stop + halo)
                 projected_stop = values_start + (values.shape[0] if values is not None else 0)
-                fresh = torch.addmm(shift_v, pixels(projected_stop, window_stop), w_v.T).view(-1, height, width, ud, vd)
+                fresh = self._values_after_projection(
+                    _affine(pixels(projected_stop, window_stop), w_v, shift_v).view(-1, height, width, ud * vd)
+                ).reshape(-1, height, width, ud, vd)
                 values = fresh if values is None else torch.cat([values[window_start - values_start :], fresh])
                 values_start = window_start
                 q = _affine(pixels(start, stop), w_q, shift_q).view(-1, height, width, heads, kd)

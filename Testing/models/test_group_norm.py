@@ -85,7 +85,10 @@ def test_stem_norm_puts_group_norm_in_the_stem_and_first_encoder_block_only() ->
     assert plain.keys() == unset.keys() and all(torch.equal(plain[k], unset[k]) for k in plain)
 
 
-def test_stem_norm_model_optimised_for_inference_matches_the_eval_model() -> None:
+@pytest.mark.parametrize("slice_chunk", [None, 2])
+def test_stem_norm_model_optimised_for_inference_matches_the_eval_model(slice_chunk: int | None) -> None:
+    """One pass, and the engine's copy (``slice_chunk``: stem, decoder and every Lambda+ layer,
+    the GroupNorm-valued ones included, a few slices at a time)."""
     torch.manual_seed(0)
     model = create_model("lambda_unet", stem_norm="group", **SMALL)
     with torch.no_grad():  # non-trivial statistics and affines in both kinds of layer
@@ -99,4 +102,4 @@ def test_stem_norm_model_optimised_for_inference_matches_the_eval_model() -> Non
     model.eval()
     x = torch.randn(1, 2, 6, 48, 32)
     with torch.no_grad():
-        torch.testing.assert_close(optimise_for_inference(model)(x), model(x), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(optimise_for_inference(model, slice_chunk=slice_chunk)(x), model(x), atol=1e-4, rtol=1e-4)

@@ -65,6 +65,31 @@ def test_lambda_plus_chunks_only_without_autograd_in_eval_mode() -> None:
             layer(x, 5)
 
 
+@pytest.mark.parametrize("slice_chunk", [1, 2, 3, 5])
+def test_group_norm_values_in_chunks_of_slices_equal_the_training_computation(slice_chunk: int) -> None:
+    """A GroupNorm on the values (statistics of each slice alone) is applied after the
+    projection at inference, so the layer runs in chunks of slices like a BatchNorm one.
+    With RMS queries the layer has no running statistics: train mode computes the same
+    function through nn.GroupNorm on the whole batch, the reference here (float64)."""
+    torch.manual_seed(slice_chunk)
+    layer = LambdaPlus(5, 16, key_dim=4, intra_depth=2, value_dim=8, query_norm="rms", value_norm="group").double()
+    with torch.no_grad():  # non-trivial affine, so that a wrong per-channel order shows
+        layer.norm_v.weight.uniform_(0.5, 1.5)
+        layer.norm_v.bias.uniform_(-0.5, 0.5)
+    x = 3.0 * torch.randn(2 * 5, 5, 6, 7, dtype=torch.float64) + 1.0
+    with torch.no_grad():
+        reference = layer.train()(x, 5)
+    layer.eval()
+    calls = []
+    chunked_forward = layer._forward_in_slice_chunks
+    layer._forward_in_slice_chunks = lambda *args: calls.append(args[2]) or chunked_forward(*args)
+    with torch.inference_mode():
+        torch.testing.assert_close(layer(x, 5), reference, atol=1e-12, rtol=1e-12)  # one pass
+        layer.inference_slice_chunk = slice_chunk
+        torch.testing.assert_close(layer(x, 5), reference, atol=1e-12, rtol=1e-12)
+    assert calls == ([slice_chunk] if slice_chunk < 5 else [])
+
+
 @pytest.mark.parametrize("name", ["lambda_unet", "unet"])
 @pytest.mark.parametrize("slice_chunk", [1, 2, 3, 7])
 def test_chunked_model_equals_the_one_pass_result(name: str, slice_chunk: int) -> None:
