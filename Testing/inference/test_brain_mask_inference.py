@@ -40,12 +40,14 @@ def test_predictions_outside_the_brain_mask_are_zero() -> None:
     assert result.mask.array[brain].any()  # the real infarct is still found
     assert result.brain_volume_ml == pytest.approx(brain.sum() * study.dwi.voxel_volume_mm3 / 1000)
 
-    # Without the brain mask (every nonzero voxel counts as brain) the model does report voxels
-    # outside the brain here: the mask is what removes them.
+    # Without the brain mask (every nonzero voxel counts as brain) the network does mark voxels
+    # outside the brain here: the mask is what removes them. (Its mask may not: the artefact sits
+    # on the midline, where the contralateral check can drop it as bilateral.)
     unmasked = dataclasses.replace(package, manifest={**package.manifest, "brain_mask": "nonzero"})
     raw = segment_study(study, unmasked, device="cpu")
     assert raw.brain_mask_method == "nonzero"
-    assert raw.mask.array[~brain].any()
+    network = raw.unseeded_probability if raw.unseeded_probability is not None else raw.probability
+    assert (network.array[~brain] >= raw.threshold).any()
     # Inside the brain the network's output is the same; the post-processing may differ a little,
     # because its edge depth and its contralateral registration are measured on the brain mask.
     np.testing.assert_array_equal(result.probability.array[brain], raw.probability.array[brain])
