@@ -10,9 +10,6 @@
 #                                     # (threshold, size, edge depth, contralateral check)
 #   scripts/train_cv.sh ship          # shipped stage's package: post-processing + confidence threshold
 #                                     # chosen (both cases + synthetic), then copied over the bundled package
-#   scripts/train_cv.sh default       # the default bundled package, lambdaunet-dwi 2.2.0 (issue 13's rule 47):
-#                                     # rule 43's stage 2 on the committed GroupNorm-stem stage 1, seeded by the
-#                                     # stage 1 trained with faint emboli, then ship (about 6 minutes)
 #   scripts/train_cv.sh pair          # the second bundled package, lambdaunet-dwi-pair (issue 13's rule 48):
 #                                     # rule 40's stage 2 on the committed BatchNorm and GroupNorm-stem stage 1s,
 #                                     # averaged, seeded by the BatchNorm stage 1, then ship (about 8 minutes)
@@ -118,7 +115,7 @@ OBJECTIVE=${OBJECTIVE:-dice}
 ALPHA=${ALPHA:-0.5}  # the fine-tuned package's weight in the wise stage
 BUNDLED=LambdaSegmentLib/resources/models/$SHIP_NAME  # where ship puts the package: the default, or a second bundled package
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|default|pair|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -184,8 +181,6 @@ THRESHOLDS=${THRESHOLDS:-}
 [[ -n $THRESHOLDS ]] && STEPS+=(--thresholds $THRESHOLDS)
 
 EXTRA=("$@")
-# Synthesis of rule 40's stage 2 (both bundled packages): S with half of the infarcts whole-territory
-S_TM='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5}'
 case "$stage" in
     pretrain)
         train pretrain --loss dice_bce --optimizer adamw --lr 2e-3 --weight-decay 1e-4 \
@@ -221,13 +216,8 @@ case "$stage" in
             if [[ -d "$ship_from/$attached" ]]; then cp -r "$ship_from/$attached" "$BUNDLED/$attached"; fi
         done
         cp "$ship_from/manifest.json" "$ship_from/weights.pt" "$BUNDLED/" ;;
-    default)  # issue 13's rule 47: the default bundled package, lambdaunet-dwi, from the committed stage-1 packages
-        mkdir -p runs/ship-default/pretrain
-        rm -rf runs/ship-default/pretrain/pkg && cp -r runs/cv-rms-temporal-gnstem/pretrain/pkg runs/ship-default/pretrain/
-        SHIP_VERSION=2.2.0 STEM_NORM=group RUNS=runs/ship-default scripts/train_cv.sh shipped --synthesis "$S_TM" --lr 1e-4 "${EXTRA[@]}"
-        SHIP_VERSION=2.2.0 STEM_NORM=group RUNS=runs/ship-default SEED_FROM=runs/cv-rms-temporal-faint/pretrain/pkg \
-            SEARCH_STEPS="threshold edge contralateral" scripts/train_cv.sh ship ;;
     pair)  # issue 13's rule 48: the second bundled package, lambdaunet-dwi-pair, from the committed stage-1 packages
+        S_TM='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5}'
         # runs folder, stage 1 it starts from, package name, STEM_NORM
         for spec in "ship-tm cv-rms-temporal lambdaunet-dwi-pair" "ship-tmg cv-rms-temporal-gnstem lambdaunet-dwi-pair-gnstem group"; do
             read -r runs stage1 name stem <<< "$spec"
