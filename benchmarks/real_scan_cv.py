@@ -197,8 +197,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         raise SystemExit(f"real_scan_cv: {package.directory} carries a seed network; give no --seed-packages for it")
     seed = None
     try:
-        # the seed map on every slice: the search tries thresholds other than the package's
-        segmentation = segment_study(study, package, device="cpu", tta=False, seed_everywhere=True)
+        segmentation = segment_study(study, package, device="cpu", tta=False)
         flipped = network_probability(segment_study(study, package, device="cpu", tta=True)) if flips else None
     except BadInputError as error:  # the product refuses the study (runaway outputs): the user gets no mask
         print(f"  {name}: refused by segment_study ({error}); scored as an empty mask", flush=True)

@@ -201,7 +201,7 @@ def predict_probability(
         model: network mapping (b, c, t, h, w) to logits (b, 1, t, h, w), in eval mode on ``device``.
         channels: float32 (c, t, h, w), the model's channel order, slice axis first.
         device: where to compute.
-        slabs: slab plan over t; None = one pass. Slices outside every slab's core are 0.
+        slabs: slab plan over t; None = one pass.
         progress: called after each slab.
         precision: "auto" (bfloat16 autocast on CUDA, float32 elsewhere) or "fp32".
 
@@ -210,8 +210,8 @@ def predict_probability(
         (|logit| > ``RUNAWAY_LOGIT``), so that ``segment_study`` refuses it.
     """
     num_slices = channels.shape[1]
-    slabs = [Slab(0, num_slices, 0, num_slices)] if slabs is None else slabs
-    probability = np.zeros(channels.shape[1:], dtype=np.float32)  # slices outside every core stay 0
+    slabs = slabs or [Slab(0, num_slices, 0, num_slices)]
+    probability = np.empty(channels.shape[1:], dtype=np.float32)
     if precision not in ("auto", "fp32"):
         raise BadInputError("--precision", f"must be auto or fp32, got {precision!r}")
     mixed = precision == "auto" and device.type == "cuda"
@@ -240,11 +240,8 @@ def inference_model(model: nn.Module, device: torch.device) -> nn.Module:
     return optimise_for_inference(model, slice_chunk=INFERENCE_SLICE_CHUNK).to(device)
 
 
-def plan_for_budget(
-    model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int, *, needed: np.ndarray | None = None
-) -> list[Slab]:
-    """Slab plan for a (c, t, h, w) stack under ``budget_bytes``; with ``needed`` (bool (t,)),
-    cores over the needed slices only (``slabs.plan_slabs``)."""
+def plan_for_budget(model: nn.Module, channels_shape: tuple[int, ...], halo: int, budget_bytes: int) -> list[Slab]:
+    """Slab plan for a (c, t, h, w) stack under ``budget_bytes``."""
     _c, num_slices, height, width = channels_shape
     window = max_slices_per_pass(model, height, width, budget_bytes)
     if window < min(num_slices, 2 * halo + 1):
@@ -254,7 +251,7 @@ def plan_for_budget(
             f"{2 * halo + 1} slices of {height}x{width} needs; using that instead",
             stacklevel=2,
         )
-    return plan_slabs(num_slices, window, halo, needed=needed)
+    return plan_slabs(num_slices, window, halo)
 
 
 def segment_study(
@@ -267,7 +264,6 @@ def segment_study(
     precision: str = "auto",
     tta: bool | None = None,
     uncertainty: bool = False,
-    seed_everywhere: bool = False,
 ) -> Segmentation:
     """Segment a ``LambdaSegmentLib.io.Study``: probability and mask on its DWI grid, both 0
     outside the study's brain mask (the manifest's ``brain_mask`` method, default
@@ -286,11 +282,6 @@ def segment_study(
             the manifest's ``postprocessing.test_time_flips`` (default off).
         uncertainty: also return the flips' disagreement (runs the flips; the mask still
             comes from the unflipped pass unless ``tta``).
-        seed_everywhere: run a seed network over every slice. By default it runs only on
-            the slices holding a candidate component (and the halo of slices its output there
-            needs), since it decides nothing elsewhere: the mask is the same, in a fraction of
-            the time when lesions are few. ``Segmentation.seed`` is then 0 on the other slices;
-            a post-processing search trying other thresholds needs it everywhere.
 
     A package with a partner network runs it over the same flips, and ``probability`` is the
     mean of the two networks' probabilities on the DWI grid (``disagreement``: the mean of their
@@ -323,7 +314,6 @@ def segment_study(
     runs = [NetworkRun(package, prepared, channels, slabs)] + ([network_run(package.partner)] if package.partner else [])
     seed_run = network_run(package.seed) if package.seed is not None else None
     # one progress count over every pass: each network over each flip, then the seed network
-    # (counted over every slice: how many of its slabs run is known only after the others)
     passes = [len(flips) * len(run.slabs) for run in runs]
     total = sum(passes) + (len(seed_run.slabs) if seed_run else 0)
     probabilities, spreads = [], []
@@ -349,18 +339,10 @@ def segment_study(
     settings = PostProcessing.from_manifest(package.manifest)
     seed_volume = unseeded = None
     if seed_run is not None:
-        seed_slabs = seed_run.slabs
-        if not seed_everywhere:  # only where a component could be kept: the same mask (the slabs are exact)
-            candidates = (values >= settings.candidate_threshold) & brain
-            seed_slabs = plan_for_budget(package.seed.model, seed_run.channels.shape, package.seed.slice_receptive_radius,
-                                         budget, needed=seed_run.prepared.grid.stack_slices_holding(candidates))
-        seed_progress = None if progress is None else (
-            lambda done, _total: progress(sum(passes) + round(done * len(seed_run.slabs) / _total), total))
+        seed_progress = None if progress is None else (lambda done, _total: progress(sum(passes) + done, total))
         seed_probability = predict_probability(inference_model(package.seed.model, torch_device), seed_run.channels,
-                                               device=torch_device, slabs=seed_slabs, progress=seed_progress,
+                                               device=torch_device, slabs=seed_run.slabs, progress=seed_progress,
                                                precision=precision)
-        if progress is not None and not seed_slabs:  # no candidate anywhere: nothing for the seed network to do
-            progress(total, total)
         refuse_non_finite(seed_probability, package.seed)
         seed = (np.asarray(seed_run.prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
         seed_volume = study.dwi.with_array(seed.astype(np.uint8))

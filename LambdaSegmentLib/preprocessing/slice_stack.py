@@ -92,12 +92,6 @@ class SliceStackGrid:
         flipped = tuple(position for position, flip in enumerate(self.flips_thw) if flip)
         return np.flip(stack, axis=flipped) if flipped else stack
 
-    def stack_slices_holding(self, mask_kji: np.ndarray) -> np.ndarray:
-        """bool (t,): the stack slices holding a voxel of ``mask_kji`` (nk, nj, ni) on the DWI
-        grid. The slice axis is never resampled, so each stack slice is one DWI slice."""
-        native = self.reorient(np.asarray(mask_kji, dtype=bool))
-        return native.reshape(native.shape[0], -1).any(axis=1)
-
     def to_stack(self, array_kji: np.ndarray, *, interpolation: str = "linear") -> np.ndarray:
         """An array on the DWI grid (nk, nj, ni) → float32 model stack (t, h, w)."""
         stack = np.ascontiguousarray(self.reorient(array_kji), dtype=np.float32)

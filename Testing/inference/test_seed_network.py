@@ -128,8 +128,7 @@ def test_segment_study_keeps_only_the_components_the_seed_network_detects(tmp_pa
     attach_seed_network(package_dir, seed_dir, seed_threshold)
 
     calls = []
-    result = segment_study(study, load_model_package(package_dir), device="cpu", progress=lambda *call: calls.append(call),
-                           seed_everywhere=True)
+    result = segment_study(study, load_model_package(package_dir), device="cpu", progress=lambda *call: calls.append(call))
 
     seed = (seed_alone.probability.array >= seed_threshold) & brain
     np.testing.assert_array_equal(result.seed.array, seed.astype(np.uint8))
@@ -147,42 +146,6 @@ def test_segment_study_keeps_only_the_components_the_seed_network_detects(tmp_pa
     prepared = prepare_input(study, load_model_package(seed_dir).manifest["preprocessing"])
     alone = predict_probability(load_model_package(seed_dir).model, prepared.channels, device=torch.device("cpu"))
     np.testing.assert_allclose(prepared.to_dwi_grid(alone).array[brain], seed_alone.probability.array[brain], atol=1e-4)
-
-
-def test_the_seed_network_runs_only_on_the_slices_holding_candidates(tmp_path: Path, monkeypatch) -> None:
-    """By default the seed network computes only the slices where the package's own map has a
-    candidate component (and their halo): the probability and mask are those of a seed pass
-    over every slice, the seed map is that pass's on those slices and 0 elsewhere. With no
-    candidate at all no seed slab runs and the progress count still completes."""
-    from LambdaSegmentLib.inference import engine
-
-    study, package_dir, seed_dir, plain, seed_alone = segmented_alone(tmp_path)
-    brain = plain.brain.array.astype(bool)
-    probability = plain.probability.array
-    # one candidate voxel: the package's highest in-brain probability, on one slice (k: the phantom's slice axis)
-    attach_seed_network(package_dir, seed_dir, float(np.quantile(seed_alone.probability.array[brain], 0.5)))
-    set_manifest(package_dir, threshold=float(probability[brain].max()))
-    package = load_model_package(package_dir)
-    passes = []
-    plain_predict = engine.predict_probability
-    monkeypatch.setattr(engine, "predict_probability", lambda *a, **k: passes.append(k["slabs"]) or plain_predict(*a, **k))
-
-    everywhere = segment_study(study, package, device="cpu", seed_everywhere=True)
-    result = segment_study(study, package, device="cpu")
-
-    for name in ("probability", "mask", "unseeded_probability"):
-        np.testing.assert_array_equal(getattr(result, name).array, getattr(everywhere, name).array)
-    held = ((probability >= probability[brain].max()) & brain).any(axis=(1, 2))
-    assert held.sum() == 1
-    np.testing.assert_array_equal(result.seed.array[held], everywhere.seed.array[held])
-    assert not result.seed.array[~held].any() and everywhere.seed.array[~held].any()
-    assert sum(slab.core_stop - slab.core_start for slab in passes[-1]) == 1 < held.size  # one of 9 slices computed
-
-    set_manifest(package_dir, threshold=1.0)  # nothing reaches it: no candidate
-    calls = []
-    empty = segment_study(study, load_model_package(package_dir), device="cpu", progress=lambda *call: calls.append(call))
-    assert passes[-1] == [] and not empty.mask.array.any() and not empty.seed.array.any()
-    assert calls[-1] == (2, 2)
 
 
 def test_a_grown_package_is_seeded_on_its_grown_components(tmp_path: Path) -> None:

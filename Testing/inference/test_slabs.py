@@ -40,43 +40,6 @@ def test_window_smaller_than_the_halo_still_outputs_every_slice_once() -> None:
     assert all(s.core_stop == s.core_start + 1 for s in slabs)
 
 
-def test_needed_slices_get_cores_joined_across_short_gaps_and_nothing_else() -> None:
-    """Runs of needed slices closer than 2 halos share one core (their windows overlap);
-    farther ones get their own slab; a run longer than the window is split; every needed
-    slice is in exactly one core; all slices needed is the plain plan; none: no slab."""
-    needed = [False] * 30
-    for index in (3, 5, 6, 20, 29):
-        needed[index] = True
-    slabs = plan_slabs(30, max_window=12, halo=2)
-    assert plan_slabs(30, max_window=12, halo=2, needed=[True] * 30) == slabs
-    slabs = plan_slabs(30, max_window=12, halo=2, needed=needed)
-    assert [(s.core_start, s.core_stop) for s in slabs] == [(3, 7), (20, 21), (29, 30)]
-    assert [(s.start, s.stop) for s in slabs] == [(1, 9), (18, 23), (27, 30)]
-    long_run = plan_slabs(30, max_window=8, halo=2, needed=[5 <= i < 20 for i in range(30)])
-    assert [(s.core_start, s.core_stop) for s in long_run] == [(5, 9), (9, 13), (13, 17), (17, 20)]
-    assert all(s.stop - s.start <= 8 for s in long_run)
-    assert plan_slabs(30, max_window=12, halo=2, needed=[False] * 30) == []
-    with pytest.raises(ValueError, match="needed has 3 flags for 30 slices"):
-        plan_slabs(30, max_window=12, halo=2, needed=[True] * 3)
-
-
-def test_slabs_over_needed_slices_give_the_one_pass_result_there_and_zero_elsewhere() -> None:
-    model = calibrated(create_model("lambda_unet", **SMALL))
-    channels = np.random.default_rng(1).normal(size=(2, 17, 32, 32)).astype(np.float32)
-    one_pass = predict_probability(model, channels, device=CPU)
-    needed = np.zeros(17, dtype=bool)
-    needed[[2, 11, 12]] = True
-    slabs = plan_slabs(17, max_window=17, halo=model.slice_receptive_radius, needed=needed)
-    partial = predict_probability(model, channels, device=CPU, slabs=slabs)
-    cores = np.zeros(17, dtype=bool)
-    for slab in slabs:
-        cores[slab.core_start : slab.core_stop] = True
-    assert cores[needed].all() and not cores.all()
-    np.testing.assert_allclose(partial[cores], one_pass[cores], rtol=0, atol=1e-6)
-    assert not partial[~cores].any()
-    assert not predict_probability(model, channels, device=CPU, slabs=[]).any()
-
-
 @pytest.mark.parametrize("name", ["lambda_unet", "lambda_unet_3d", "unet"])
 def test_slab_inference_equals_one_pass_inference(name: str) -> None:
     config = SMALL if name != "unet" else dict(widths=(8, 16, 32))
