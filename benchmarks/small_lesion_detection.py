@@ -38,6 +38,7 @@ from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 SEEDS = range(33_000_000, 33_000_008)
 SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels
 BRIGHTNESS_BINS = ((0.0, 1.5), (1.5, 2.0), (2.0, None))  # mean DWI / brain median
+DEPTH_BINS = ((0.0, 6.0), (6.0, 12.0), (12.0, None))  # median distance below the brain's edge, mm
 THRESHOLD = 0.3
 # the synthetic embolic showers both this script and lesion_contrast.py measure
 EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0,
@@ -45,7 +46,8 @@ EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_m
 
 
 def lesion_rows(prepared: Any) -> list[dict[str, float]]:
-    """One row per true lesion: voxels, mean DWI / brain median, relative ADC, highest probability."""
+    """One row per true lesion: voxels, mean DWI / brain median, relative ADC, median depth below
+    the brain's edge (mm; the post-processing's edge step drops lesions under its minimum), highest probability."""
     dwi = np.asarray(prepared.study.dwi.array, dtype=np.float32)
     adc = np.asarray(prepared.study.adc.array, dtype=np.float32)
     dwi_median, adc_median = float(np.median(dwi[prepared.brain])), float(np.median(adc[prepared.brain]))
@@ -55,6 +57,7 @@ def lesion_rows(prepared: Any) -> list[dict[str, float]]:
         inside = labels == lesion
         rows.append({"voxels": int(inside.sum()), "dwi_ratio": float(dwi[inside].mean() / dwi_median),
                      "relative_adc": float(np.median(adc[inside]) / adc_median),
+                     "depth_mm": float(np.median(prepared.depth_mm[inside])),
                      "max_probability": float(prepared.probability[inside].max())})
     return rows
 
@@ -64,7 +67,8 @@ def within(value: float, low: float, high: float | None) -> bool:
 
 
 def table(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
-    """Found fraction (highest probability ≥ THRESHOLD) per size bin, and per brightness bin within it."""
+    """Found fraction (highest probability ≥ THRESHOLD) per size bin, and per brightness bin and
+    depth bin within it."""
     out = []
     for low, high in SIZE_BINS:
         sized = [r for r in rows if within(r["voxels"], low, high)]
@@ -74,6 +78,10 @@ def table(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
             bright = [r for r in sized if within(r["dwi_ratio"], b_low, b_high)]
             entry[f"dwi_{b_low:g}-{b_high or ''}"] = {
                 "n": len(bright), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in bright])) if bright else None}
+        for d_low, d_high in DEPTH_BINS:
+            deep = [r for r in sized if within(r["depth_mm"], d_low, d_high)]
+            entry[f"depth_{d_low:g}-{d_high or ''}mm"] = {
+                "n": len(deep), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in deep])) if deep else None}
         out.append(entry)
     return out
 

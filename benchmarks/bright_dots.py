@@ -1,0 +1,146 @@
+"""Lesion-sized bright DWI dots outside lesions: real brains against synthetic ones.
+
+Why: the real embolic dots of case 0001 (5-25 voxels, DWI 1.3-1.4x their ring, ADC 0.8x) are
+missed by every model, while synthetic emboli of the same size and contrast are found, even
+some with a normal ADC. A model learns what separates a lesion from everything else a brain
+holds at that scale; this script counts what else a brain holds.
+
+A dot: a 26-connected component of 5-25 voxels where DWI >= ``RATIO`` x its local background
+(the in-plane median of the brain's DWI over 9 x 9 voxels), at least ``MIN_DEPTH_MM`` below the
+brain's edge (the edge rims are another story: ``synthesis_edge_realism.py``). Each dot is
+called a lesion dot when it touches the expert (or generator) mask dilated by 2 voxels, else
+an "other" dot. Per dot: mean DWI / mean DWI of its ring (brain voxels within 2 voxels, not in
+the dot), median ADC / median ADC of the ring, and median ADC / the brain's median ADC. Per study: other dots per 100 mL of brain,
+and the DWI texture, the standard deviation of (DWI - its 3 x 3 in-plane median) / the brain's
+median DWI over brain voxels at least 6 mm deep (noise and fine anatomy).
+
+Studies: the two ISLES'22 cases (``../shared``, skull-stripped, 2 mm), 8 synthetic embolic
+showers (``small_lesion_detection.py``'s, seeds 33,000,000+) and 8 synthetic studies at the
+generator's default ranges made skull-stripped at 2 mm like the real cases (seeds 33,100,000+).
+Only numbers are written, never images.
+
+    nice -n 10 .venv/bin/python benchmarks/bright_dots.py    # -> benchmarks/results/bright_dots.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import ndimage
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from small_lesion_detection import EMBOLIC  # noqa: E402
+
+from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
+from LambdaSegmentLib.io import Study  # noqa: E402
+from LambdaSegmentLib.metrics.regions import posterior_fossa_mask  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+
+RATIO = 1.25  # DWI / local background of a dot
+SIZE = (5, 25)  # voxels, half-open
+MIN_DEPTH_MM = 6.0
+BACKGROUND_PX = 9  # in-plane median window of the local background
+RING = 2  # voxels
+EMBOLIC_SEEDS = range(33_000_000, 33_000_008)
+DEFAULT_SEEDS = range(33_100_000, 33_100_008)
+DEFAULT = {"skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0}
+
+
+def study_dots(study: Study, truth: np.ndarray) -> dict[str, Any]:
+    """Dots of one study (module docstring): per-dot ratios, dots per 100 mL, DWI texture."""
+    dwi = np.asarray(study.dwi.array, dtype=np.float32)
+    adc = np.asarray(study.adc.array, dtype=np.float32)
+    brain = brain_mask(study.dwi, foreground=study.foreground)
+    deep = edge_depth_mm(brain, study.dwi.spacing_mm) >= MIN_DEPTH_MM
+    median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
+    in_plane = (1, BACKGROUND_PX, BACKGROUND_PX)  # (k, j, i): never across slices
+    background = ndimage.median_filter(np.where(brain, dwi, median), size=in_plane)
+    bright = (dwi >= RATIO * np.maximum(background, 1e-6)) & deep
+    labels, count = ndimage.label(bright, structure=np.ones((3, 3, 3)))
+    sizes = ndimage.sum_labels(bright, labels, range(1, count + 1))
+    near_lesion = ndimage.binary_dilation(truth, iterations=RING)
+    fossa = posterior_fossa_mask(study.dwi, brain)
+    dots: dict[str, list[dict[str, float]]] = {"lesion": [], "other": []}
+    for label in np.flatnonzero((sizes >= SIZE[0]) & (sizes < SIZE[1])) + 1:
+        inside = labels == label
+        ring = ndimage.binary_dilation(inside, iterations=RING) & ~inside & brain
+        dots["lesion" if (inside & near_lesion).any() else "other"].append({
+            "dwi_ring": float(dwi[inside].mean() / dwi[ring].mean()),
+            "adc_ring": float(np.median(adc[inside]) / np.median(adc[ring])),
+            "adc_brain": float(np.median(adc[inside]) / adc_median),
+            "posterior_fossa": bool((inside & fossa).sum() * 2 > inside.sum()),
+        })
+    fine = dwi - ndimage.median_filter(dwi, size=(1, 3, 3))
+    brain_ml = float(brain.sum()) * study.dwi.voxel_volume_mm3 / 1000.0
+    supratentorial_ml = float((brain & ~fossa).sum()) * study.dwi.voxel_volume_mm3 / 1000.0
+    above = [dot for dot in dots["other"] if not dot["posterior_fossa"]]
+    return {"brain_ml": brain_ml, "other_per_100ml": 100.0 * len(dots["other"]) / brain_ml,
+            "supratentorial_other_per_100ml": 100.0 * len(above) / supratentorial_ml,
+            "texture": float(np.std(fine[deep & ~near_lesion]) / median), "dots": dots}
+
+
+def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians and quartiles over the dots of a group of studies ("other" also split into the
+    posterior fossa's and the supratentorial ones), and the per-study rates."""
+    out: dict[str, Any] = {"studies": len(studies),
+                           "other_per_100ml": [round(s["other_per_100ml"], 2) for s in studies],
+                           "supratentorial_other_per_100ml": [round(s["supratentorial_other_per_100ml"], 2) for s in studies],
+                           "texture": [round(s["texture"], 3) for s in studies]}
+    kinds = {"lesion": lambda dot: True, "other": lambda dot: True,
+             "other_supratentorial": lambda dot: not dot["posterior_fossa"]}
+    for kind, keep in kinds.items():
+        dots = [dot for s in studies for dot in s["dots"][kind.split("_")[0]] if keep(dot)]
+        out[kind] = {"n": len(dots)}
+        for key in ("dwi_ring", "adc_ring", "adc_brain"):
+            values = np.array([dot[key] for dot in dots])
+            out[kind][key] = [round(float(q), 3) for q in np.quantile(values, (0.25, 0.5, 0.75))] if len(values) else None
+        adc = np.array([dot["adc_ring"] for dot in dots])
+        out[kind]["adc_ring_below_0.8"] = round(float((adc < 0.8).mean()), 3) if len(adc) else None
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bright_dots")
+    args = parser.parse_args()
+    groups: dict[str, list[dict[str, Any]]] = {}
+    if ISLES.is_dir():
+        for case in CASES:
+            study, truth = load_real(case, False)
+            groups[f"real {case}"] = [study_dots(study, truth)]
+    groups["synthetic embolic (small_lesion_detection.py)"] = [
+        study_dots(*synthetic(seed, **EMBOLIC)) for seed in EMBOLIC_SEEDS]
+    groups["synthetic default ranges, skull-stripped 2 mm"] = [
+        study_dots(*synthetic(seed, **DEFAULT)) for seed in DEFAULT_SEEDS]
+    results = {"ratio": RATIO, "size_voxels": SIZE, "min_depth_mm": MIN_DEPTH_MM, "background_px": BACKGROUND_PX,
+               "groups": {name: summary(studies) for name, studies in groups.items()}}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    lines = ["# Lesion-sized bright DWI dots outside lesions", "",
+             "Command: `.venv/bin/python benchmarks/bright_dots.py` (definitions in its docstring). "
+             "Quartiles [25 %, median, 75 %] over the dots of each group.", "",
+             "| group | other dots per 100 mL (per study) | supratentorial ones per 100 mL of supratentorial brain "
+             "| DWI texture (per study) | other dots: n, DWI/ring, ADC/ring, share ADC/ring < 0.8, ADC/brain "
+             "| supratentorial other dots: the same | lesion dots: the same |", "|---|---|---|---|---|---|---|"]
+    for name, entry in results["groups"].items():
+        cells = []
+        for kind in ("other", "other_supratentorial", "lesion"):
+            e = entry[kind]
+            cells.append(f"{e['n']}, {e['dwi_ring']}, {e['adc_ring']}, {e['adc_ring_below_0.8']}, {e['adc_brain']}" if e["n"] else "0")
+        lines.append(f"| {name} | {entry['other_per_100ml']} | {entry['supratentorial_other_per_100ml']} | {entry['texture']} "
+                     f"| {cells[0]} | {cells[1]} | {cells[2]} |")
+    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
