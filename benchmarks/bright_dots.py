@@ -12,12 +12,14 @@ called a lesion dot when it touches the expert (or generator) mask dilated by 2 
 an "other" dot. Per dot: mean DWI / mean DWI of its ring (brain voxels within 2 voxels, not in
 the dot), median ADC / median ADC of the ring, and median ADC / the brain's median ADC. Per study: other dots per 100 mL of brain,
 and the DWI texture, the standard deviation of (DWI - its 3 x 3 in-plane median) / the brain's
-median DWI over brain voxels at least 6 mm deep (noise and fine anatomy).
+median DWI over brain voxels at least 6 mm deep (noise and fine anatomy), and the CSF share: the
+fraction of those deep voxels with an ADC above 1.5e-3 mm^2/s (ventricles, sulci, fissures).
 
 Studies: the two ISLES'22 cases (``../shared``, skull-stripped, 2 mm), 8 synthetic embolic
 showers (``small_lesion_detection.py``'s, seeds 33,000,000+) and 8 synthetic studies at the
 generator's default ranges made skull-stripped at 2 mm like the real cases (seeds 33,100,000+).
-Only numbers are written, never images.
+Only numbers are written, never images. ``--synthesis JSON`` adds generator options to both
+synthetic groups (e.g. ``'{"csf_expansion": [1.0, 3.0]}'``).
 
     nice -n 10 .venv/bin/python benchmarks/bright_dots.py    # -> benchmarks/results/bright_dots.{json,md}
 """
@@ -50,6 +52,7 @@ SIZE = (5, 25)  # voxels, half-open
 MIN_DEPTH_MM = 6.0
 BACKGROUND_PX = 9  # in-plane median window of the local background
 RING = 2  # voxels
+CSF_ADC = 1.5  # 1e-3 mm^2/s: above it a voxel is mostly CSF
 EMBOLIC_SEEDS = range(33_000_000, 33_000_008)
 DEFAULT_SEEDS = range(33_100_000, 33_100_008)
 DEFAULT = {"skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0}
@@ -84,6 +87,7 @@ def study_dots(study: Study, truth: np.ndarray) -> dict[str, Any]:
     supratentorial_ml = float((brain & ~fossa).sum()) * study.dwi.voxel_volume_mm3 / 1000.0
     above = [dot for dot in dots["other"] if not dot["posterior_fossa"]]
     return {"brain_ml": brain_ml, "other_per_100ml": 100.0 * len(dots["other"]) / brain_ml,
+            "csf_share": float(np.mean(adc[deep] > CSF_ADC)),
             "supratentorial_other_per_100ml": 100.0 * len(above) / supratentorial_ml,
             "texture": float(np.std(fine[deep & ~near_lesion]) / median), "dots": dots}
 
@@ -94,7 +98,9 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"studies": len(studies),
                            "other_per_100ml": [round(s["other_per_100ml"], 2) for s in studies],
                            "supratentorial_other_per_100ml": [round(s["supratentorial_other_per_100ml"], 2) for s in studies],
-                           "texture": [round(s["texture"], 3) for s in studies]}
+                           "texture": [round(s["texture"], 3) for s in studies],
+                           "csf_share": [round(s["csf_share"], 3) for s in studies],
+                           "brain_ml": [round(s["brain_ml"]) for s in studies]}
     kinds = {"lesion": lambda dot: True, "other": lambda dot: True,
              "other_supratentorial": lambda dot: not dot["posterior_fossa"]}
     for kind, keep in kinds.items():
@@ -111,6 +117,8 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bright_dots")
+    parser.add_argument("--synthesis", type=json.loads, default={}, metavar="JSON",
+                        help="generator options added to both synthetic groups")
     args = parser.parse_args()
     groups: dict[str, list[dict[str, Any]]] = {}
     if ISLES.is_dir():
@@ -118,25 +126,26 @@ def main() -> None:
             study, truth = load_real(case, False)
             groups[f"real {case}"] = [study_dots(study, truth)]
     groups["synthetic embolic (small_lesion_detection.py)"] = [
-        study_dots(*synthetic(seed, **EMBOLIC)) for seed in EMBOLIC_SEEDS]
+        study_dots(*synthetic(seed, **{**EMBOLIC, **args.synthesis})) for seed in EMBOLIC_SEEDS]
     groups["synthetic default ranges, skull-stripped 2 mm"] = [
-        study_dots(*synthetic(seed, **DEFAULT)) for seed in DEFAULT_SEEDS]
-    results = {"ratio": RATIO, "size_voxels": SIZE, "min_depth_mm": MIN_DEPTH_MM, "background_px": BACKGROUND_PX,
+        study_dots(*synthetic(seed, **{**DEFAULT, **args.synthesis})) for seed in DEFAULT_SEEDS]
+    results = {"synthesis": args.synthesis, "ratio": RATIO, "size_voxels": SIZE, "min_depth_mm": MIN_DEPTH_MM, "background_px": BACKGROUND_PX,
                "groups": {name: summary(studies) for name, studies in groups.items()}}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     lines = ["# Lesion-sized bright DWI dots outside lesions", "",
              "Command: `.venv/bin/python benchmarks/bright_dots.py` (definitions in its docstring). "
              "Quartiles [25 %, median, 75 %] over the dots of each group.", "",
-             "| group | other dots per 100 mL (per study) | supratentorial ones per 100 mL of supratentorial brain "
-             "| DWI texture (per study) | other dots: n, DWI/ring, ADC/ring, share ADC/ring < 0.8, ADC/brain "
-             "| supratentorial other dots: the same | lesion dots: the same |", "|---|---|---|---|---|---|---|"]
+             f"Synthesis options added: {json.dumps(args.synthesis)}.", "",
+             "| group | CSF share 6 mm deep (per study) | brain mL | other dots per 100 mL (per study) "
+             "| supratentorial ones per 100 mL of supratentorial brain | DWI texture (per study) | other dots: n, DWI/ring, ADC/ring, share ADC/ring < 0.8, ADC/brain "
+             "| supratentorial other dots: the same | lesion dots: the same |", "|---|---|---|---|---|---|---|---|---|"]
     for name, entry in results["groups"].items():
         cells = []
         for kind in ("other", "other_supratentorial", "lesion"):
             e = entry[kind]
             cells.append(f"{e['n']}, {e['dwi_ring']}, {e['adc_ring']}, {e['adc_ring_below_0.8']}, {e['adc_brain']}" if e["n"] else "0")
-        lines.append(f"| {name} | {entry['other_per_100ml']} | {entry['supratentorial_other_per_100ml']} | {entry['texture']} "
+        lines.append(f"| {name} | {entry['csf_share']} | {entry['brain_ml']} | {entry['other_per_100ml']} | {entry['supratentorial_other_per_100ml']} | {entry['texture']} "
                      f"| {cells[0]} | {cells[1]} | {cells[2]} |")
     args.output.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

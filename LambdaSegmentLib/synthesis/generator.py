@@ -120,6 +120,13 @@ DEFAULT_RANGES: dict[str, Any] = {
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
     "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
+    # Atrophy as stroke patients have it: CSF partial volumes raised to the power 1 / (1 + e),
+    # so every CSF space (ventricles, sulci, fissures) grows into the tissue around it. The two
+    # real ISLES'22 brains are 29-32 % CSF-like (ADC > 1.5e-3 mm^2/s) 6 mm or more below their
+    # edge, the default synthetic ones 5-8 % (benchmarks/bright_dots.py --csf); grey matter
+    # against that CSF makes most of a real brain's lesion-sized bright dots. 0 (the default)
+    # leaves every study as before, the random stream included.
+    "csf_expansion": (0.0, 0.0),
     "cortical_s0": (1.2, 1.8),  # S0 of GM relative to WM (cortical ribbon brightness)
     "psf_sigma_voxels": (0.0, 0.5),  # in-plane EPI blur
     "skull_stripped_probability": 0.5,
@@ -215,6 +222,9 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     if not 0 < lo <= hi:
         raise ValueError(f"lesion_volume_ml must be a positive (lo, hi) range, got {merged['lesion_volume_ml']!r}")
     merged["lesion_volume_ml"] = (float(lo), float(hi))
+    expansion_lo, expansion_hi = _checked_range(merged, "csf_expansion")
+    if not 0.0 <= expansion_lo <= expansion_hi <= 10.0:
+        raise ValueError(f"csf_expansion must be a (lo, hi) range within [0, 10], got {merged['csf_expansion']!r}")
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
     if not 0.0 <= noise_lo <= noise_hi:
         raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
@@ -616,6 +626,12 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
     params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf, atrophy=atrophy,
                   tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura, vessels=vessels)
+    expansion_lo, expansion_hi = _range(options["csf_expansion"])
+    expansion = 0.0
+    if expansion_hi > 0.0:
+        # its own generator, so that every other draw of the study stays as without it
+        expansion = float(np.random.default_rng([int(seed), 20261125, 2]).uniform(expansion_lo, expansion_hi))
+        params["csf_expansion"] = expansion
     if artefact is not None:
         params["susceptibility_gain"], params["susceptibility_adc_shift"] = artefact_gain, artefact_adc_shift
 
@@ -661,6 +677,12 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         # atrophy: grey matter at its CSF boundary turns into CSF (wider sulci)
         shrink = atrophy * gm * np.clip(1.0 - gm - wm, 0.0, 1.0) * 2.0
         gm, csf = gm - shrink, csf + shrink
+        if expansion > 0.0:
+            # CSF grows into the tissue around it, grey and white matter giving way in proportion
+            tissue = gm + wm
+            taken = np.minimum(np.clip(np.power(np.clip(csf, 0.0, 1.0), 1.0 / (1.0 + expansion)) - csf, 0.0, None), tissue)
+            kept = np.where(tissue > 1e-6, 1.0 - taken / np.maximum(tissue, 1e-6), 1.0)
+            gm, wm, csf = gm * kept, wm * kept, csf + taken
         adc_g = np.full_like(gm, adc_gm)
         adc_w = np.full_like(gm, adc_wm)
         s0_g = np.full_like(gm, s0_gm)
