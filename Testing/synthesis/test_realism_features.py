@@ -236,6 +236,30 @@ def test_adc_b0_noise_makes_only_the_adc_noisier_and_is_deterministic():
 
 
 @pytest.mark.needs_atlas
+def test_csf_expansion_grows_the_csf_spaces_deep_in_the_brain_and_changes_nothing_else_drawn():
+    """Atrophy (``csf_expansion``): more of the deep brain is CSF (ADC above 1.5e-3 mm^2/s), the
+    stronger the expansion; the lesion, geometry and units are the same draws as without it."""
+    options = {**SMALL, "slice_thickness_mm": 2.0, "skull_stripped": True, "lesion_kind": "lacunar"}
+    plain = generate(23, **options)
+    mild, strong = generate(23, **options, csf_expansion=1.0), generate(23, **options, csf_expansion=3.0)
+    deep = (depth_mm(plain) > 6.0) & (plain.tissue.array > 0)
+
+    def csf_share(study) -> float:
+        return float(np.mean(canonical_adc(study)[deep] > 1.5))
+
+    assert csf_share(plain) < csf_share(mild) < csf_share(strong)
+    assert csf_share(strong) > 2.0 * csf_share(plain)
+    for study in (mild, strong):
+        assert study.adc.spacing_mm == plain.adc.spacing_mm and study.adc_unit == plain.adc_unit
+        assert study.params["b_value"] == plain.params["b_value"]
+        for key in ("kind", "territories", "signal"):  # drawn; its measured volume follows the tissue
+            assert study.params["lesion"][key] == plain.params["lesion"][key], key
+    assert strong.params["csf_expansion"] == 3.0 and "csf_expansion" not in plain.params
+    with pytest.raises(ValueError, match="csf_expansion"):
+        generate(23, csf_expansion=(-1.0, 1.0))
+
+
+@pytest.mark.needs_atlas
 def test_whole_territory_infarct_is_large_bright_and_made_skull_on():
     study = generate(25, **{**SMALL, "coverage_mm": (175.0, 175.0)}, slice_thickness_mm=5.0, skull_stripped=False,
                      lesion_kind="territorial", lesion_volume_ml=(100.0, 300.0), massive_infarct_probability=1.0)
