@@ -101,10 +101,10 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
                            "texture": [round(s["texture"], 3) for s in studies],
                            "csf_share": [round(s["csf_share"], 3) for s in studies],
                            "brain_ml": [round(s["brain_ml"]) for s in studies]}
-    kinds = {"lesion": lambda dot: True, "other": lambda dot: True,
-             "other_supratentorial": lambda dot: not dot["posterior_fossa"]}
-    for kind, keep in kinds.items():
-        dots = [dot for s in studies for dot in s["dots"][kind.split("_")[0]] if keep(dot)]
+    # (summary key, kind of dot, supratentorial ones only)
+    for kind, source, supratentorial in (("lesion", "lesion", False), ("other", "other", False),
+                                         ("other_supratentorial", "other", True)):
+        dots = [dot for s in studies for dot in s["dots"][source] if not (supratentorial and dot["posterior_fossa"])]
         out[kind] = {"n": len(dots)}
         for key in ("dwi_ring", "adc_ring", "adc_brain"):
             values = np.array([dot[key] for dot in dots])
