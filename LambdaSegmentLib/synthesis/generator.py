@@ -123,7 +123,7 @@ DEFAULT_RANGES: dict[str, Any] = {
     # Atrophy as stroke patients have it: CSF partial volumes raised to the power 1 / (1 + e),
     # so every CSF space (ventricles, sulci, fissures) grows into the tissue around it. The two
     # real ISLES'22 brains are 29-32 % CSF-like (ADC > 1.5e-3 mm^2/s) 6 mm or more below their
-    # edge, the default synthetic ones 5-8 % (benchmarks/bright_dots.py --csf); grey matter
+    # edge, the default synthetic ones 5-17 % (benchmarks/bright_dots.py, its CSF share); grey matter
     # against that CSF makes most of a real brain's lesion-sized bright dots. 0 (the default)
     # leaves every study as before, the random stream included.
     "csf_expansion": (0.0, 0.0),
