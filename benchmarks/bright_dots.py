@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from harness import invocation  # noqa: E402
 from small_lesion_detection import EMBOLIC  # noqa: E402
 
 from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
@@ -134,7 +135,7 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     lines = ["# Lesion-sized bright DWI dots outside lesions", "",
-             "Command: `.venv/bin/python benchmarks/bright_dots.py` (definitions in its docstring). "
+             f"Command: `{invocation()}` (definitions in its docstring). "
              "Quartiles [25 %, median, 75 %] over the dots of each group.", "",
              f"Synthesis options added: {json.dumps(args.synthesis)}.", "",
              "| group | CSF share 6 mm deep (per study) | brain mL | other dots per 100 mL (per study) "
