@@ -73,7 +73,6 @@ BYTES_PER_PIXEL_WIDTH = {"reference": 60, "plain": 30, "optimised": 30, "chunked
 
 def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
     from LambdaSegmentLib.models import create_model
-    from LambdaSegmentLib.models.fusion import optimise_for_inference
 
     architecture = PAPER if arch == "paper" else bundled_architecture()[0]
     config = dict(architecture["config"])
@@ -87,6 +86,14 @@ def build_model(model_name: str, arch: str, impl: str) -> torch.nn.Module:
         from LambdaSegmentLib.inference import load_model_package
 
         model.load_state_dict(load_model_package().model.state_dict())
+    return as_implementation(model, impl)
+
+
+def as_implementation(model: torch.nn.Module, impl: str) -> torch.nn.Module:
+    """An eval-mode ``model`` as ``impl`` runs it (one of ``ALL_IMPLS``; "chunked" is the
+    engine's ``inference_model`` copy, "plain" the model itself)."""
+    from LambdaSegmentLib.models.fusion import optimise_for_inference
+
     if impl == "reference":
         from reference_lambda_plus import reference_model
 

@@ -23,7 +23,7 @@ from torch.profiler import profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from inference_speed import build_model  # noqa: E402
+from inference_speed import as_implementation, build_model  # noqa: E402
 
 
 def main() -> None:
@@ -61,19 +61,10 @@ def main() -> None:
 
 
 def package_model(directory: str, impl: str) -> torch.nn.Module:
-    """A package's network as ``impl`` runs it ("plain": the eval model; "optimised"; "chunked":
-    the engine's ``inference_model`` copy)."""
+    """A package's network as ``impl`` runs it (``inference_speed.as_implementation``)."""
     from LambdaSegmentLib.inference import load_model_package
-    from LambdaSegmentLib.models.fusion import INFERENCE_SLICE_CHUNK, optimise_for_inference
 
-    model = load_model_package(directory, seed_network=False).model.eval()
-    if impl == "plain":
-        return model
-    if impl == "optimised":
-        return optimise_for_inference(model)
-    if impl == "chunked":
-        return optimise_for_inference(model, slice_chunk=INFERENCE_SLICE_CHUNK)
-    raise SystemExit(f"profile_forward: --impl {impl} is not available with --package")
+    return as_implementation(load_model_package(directory, seed_network=False).model.eval(), impl)
 
 
 def model_in_channels(model: torch.nn.Module) -> int:
