@@ -66,22 +66,22 @@ def within(value: float, low: float, high: float | None) -> bool:
     return value >= low and (high is None or value < high)
 
 
+def found(rows: list[dict[str, float]]) -> dict[str, Any]:
+    """{"n": lesions, "found": share whose highest probability reaches THRESHOLD (None: no lesion)}."""
+    return {"n": len(rows), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in rows])) if rows else None}
+
+
 def table(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
     """Found fraction (highest probability ≥ THRESHOLD) per size bin, and per brightness bin and
     depth bin within it."""
     out = []
     for low, high in SIZE_BINS:
         sized = [r for r in rows if within(r["voxels"], low, high)]
-        entry: dict[str, Any] = {"voxels": f"{low}-{high or ''}", "n": len(sized),
-                                 "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in sized])) if sized else None}
+        entry: dict[str, Any] = {"voxels": f"{low}-{high or ''}", **found(sized)}
         for b_low, b_high in BRIGHTNESS_BINS:
-            bright = [r for r in sized if within(r["dwi_ratio"], b_low, b_high)]
-            entry[f"dwi_{b_low:g}-{b_high or ''}"] = {
-                "n": len(bright), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in bright])) if bright else None}
+            entry[f"dwi_{b_low:g}-{b_high or ''}"] = found([r for r in sized if within(r["dwi_ratio"], b_low, b_high)])
         for d_low, d_high in DEPTH_BINS:
-            deep = [r for r in sized if within(r["depth_mm"], d_low, d_high)]
-            entry[f"depth_{d_low:g}-{d_high or ''}mm"] = {
-                "n": len(deep), "found": float(np.mean([r["max_probability"] >= THRESHOLD for r in deep])) if deep else None}
+            entry[f"depth_{d_low:g}-{d_high or ''}mm"] = found([r for r in sized if within(r["depth_mm"], d_low, d_high)])
         out.append(entry)
     return out
 
