@@ -236,6 +236,18 @@ def test_dicom_folders_are_accepted_where_files_are(model_dir: Path, tmp_path: P
     assert all(entry["sha256"] and len(entry["sha256"]) == 64 for entry in report["input_files"])
 
 
+def segmented_with(model: Path, study: StudyFiles, tmp_path: Path) -> tuple[str, dict, dict[str, str]]:
+    """``lambdasegment segment`` of ``study`` with package ``model``, which must succeed:
+    (its stdout, the JSON report, the CSV report's row)."""
+    report_path = tmp_path / "out" / "case.json"
+    result = lambdasegment("segment", "--dwi", study.dwi, "--adc", study.adc, "--output", tmp_path / "out" / "mask.nii.gz",
+                           "--report", report_path, "--model", model, "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
+        row = next(csv.DictReader(stream))
+    return result.stdout, json.loads(report_path.read_text(encoding="utf-8")), row
+
+
 def test_a_package_with_a_seed_network_says_so_and_its_report_records_both_networks(
     axial_study: StudyFiles, model_dir: Path, tmp_path: Path
 ) -> None:
@@ -248,17 +260,11 @@ def test_a_package_with_a_seed_network_says_so_and_its_report_records_both_netwo
     seeded = shutil.copytree(model_dir, tmp_path / "seeded")
     seed_dir = save_untrained_package(tmp_path / "stage1", seed=1)
     attach_seed_network(seeded, seed_dir, 0.5)
-    report_path = tmp_path / "out" / "case.json"
-    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "out" / "mask.nii.gz",
-                           "--report", report_path, "--model", seeded, "--device", "cpu")
-    assert result.returncode == 0, result.stderr
+    stdout, report, row = segmented_with(seeded, axial_study, tmp_path)
     seed = load_model_package(seed_dir)
-    assert f"lesions kept where seed network {seed.name} {seed.version} detects one" in result.stdout
-    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert f"lesions kept where seed network {seed.name} {seed.version} detects one" in stdout
     assert report["model"]["sha256"] == load_model_package(model_dir).sha256
     assert report["model"]["seed_network"] == {"name": seed.name, "version": seed.version, "sha256": seed.sha256, "threshold": 0.5}
-    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
-        row = next(csv.DictReader(stream))
     assert row["seed_network_sha256"] == seed.sha256 and row["partner_network_sha256"] == ""
 
 
@@ -274,15 +280,9 @@ def test_a_package_with_a_partner_network_says_so_and_its_report_records_it(
     paired = shutil.copytree(model_dir, tmp_path / "paired")
     partner_dir = save_untrained_package(tmp_path / "partner", seed=1)
     attach_partner_network(paired, partner_dir)
-    report_path = tmp_path / "out" / "case.json"
-    result = lambdasegment("segment", "--dwi", axial_study.dwi, "--adc", axial_study.adc, "--output", tmp_path / "out" / "mask.nii.gz",
-                           "--report", report_path, "--model", paired, "--device", "cpu")
-    assert result.returncode == 0, result.stderr
+    stdout, report, row = segmented_with(paired, axial_study, tmp_path)
     partner = load_model_package(partner_dir)
-    assert f"averaged with partner network {partner.name} {partner.version}" in result.stdout
-    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert f"averaged with partner network {partner.name} {partner.version}" in stdout
     assert report["model"]["partner_network"] == {"name": partner.name, "version": partner.version, "sha256": partner.sha256}
     assert "seed_network" not in report["model"]
-    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
-        row = next(csv.DictReader(stream))
     assert row["partner_network_sha256"] == partner.sha256 and row["seed_network_sha256"] == ""
