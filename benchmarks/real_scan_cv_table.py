@@ -7,7 +7,8 @@ that removes most of case 0001's emboli), over the result files whose post-proce
 
 One row per result file (``real_scan_cv.py --label``) and fold, with the code revision it ran
 at (files written before the revision was recorded say "before f75a548"); held-out case scores native
-and as 6 mm slabs; the ADC rule once per held-out case. A fold whose package had its
+and as 6 mm slabs, and the fold package's own synthetic held-out Dice where it was scored
+(``--synthetic``: 16 studies at default ranges / those of 100 mL or more); the ADC rule once per held-out case. A fold whose package had its
 checkpoint chosen on the case it is scored on, or that trained on it (the fold result's
 ``trained_on``, from the package manifest), is marked as not held out.
 """
@@ -25,6 +26,16 @@ CHOSE_ON = {"aeb4bc5622b43694b09b33298046d1ec3596efe71f06fc2d5866ace74c8278e5": 
 def cells(row: dict) -> str:
     return (f"{row['volume_dice']:.3f} | {row['lesion_f1']:.3f} | {row['abs_dv_ml']:.2f} | {row['fp_ml']:.2f} "
             f"({row['fp_edge_ml']:.2f} / {row['fp_posterior_fossa_ml']:.2f} / {row['fp_elsewhere_ml']:.2f})")
+
+
+def synthetic_cells(entry: dict) -> str:
+    """The fold package's mean volume Dice on the held-out synthetic studies (``real_scan_cv.py --synthetic``):
+    16 at default ranges and those of 100 mL or more; a dash where the result file has no such score."""
+    if "synthetic" not in entry:
+        return "–"
+    summary = entry["synthetic"]["summary"]
+    large = summary.get("true_100ml_or_more")  # recorded since the >= 100 mL target was scored
+    return f"{summary['default']['model_dice']:.3f} / " + (f"{large['model_dice']:.3f}" if large else "–")
 
 
 def settings(post: dict) -> str:
@@ -46,8 +57,9 @@ def settings(post: dict) -> str:
 
 def main() -> None:
     header = ("| method | fold (held out) | post-processing | native Dice | native lesion F1 | native abs dV mL "
-              "| native FP mL (edge / PF / else) | 6 mm Dice | 6 mm lesion F1 | 6 mm abs dV mL | 6 mm FP mL (edge / PF / else) |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|")
+              "| native FP mL (edge / PF / else) | 6 mm Dice | 6 mm lesion F1 | 6 mm abs dV mL | 6 mm FP mL (edge / PF / else) "
+              "| synthetic Dice: default / >= 100 mL |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines, rules = [header], {}
     for path in sorted(RESULTS.glob("*.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
@@ -66,10 +78,10 @@ def main() -> None:
             if result.get("search_data", "case+synthetic") == "synthetic":  # recorded since --search-data
                 chosen_for += " (chosen on synthetic studies only)"
             lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])}{chosen_for} "
-                         f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} |")
+                         f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} | {synthetic_cells(entry)} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])
     for case, (native, thick) in sorted(rules.items()):
-        lines.append(f"| ADC rule | ({case}) | ADC < 0.62, DWI > 1.2× median | {cells(native)} | {cells(thick)} |")
+        lines.append(f"| ADC rule | ({case}) | ADC < 0.62, DWI > 1.2× median | {cells(native)} | {cells(thick)} | |")
     out = RESULTS / "ablation.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
