@@ -26,6 +26,7 @@ from LambdaSegmentLib.errors import BadInputError
 
 # training.losses.LOSSES' names, spelled out so that building the parser imports no torch (a test keeps them equal)
 LOSS_NAMES = ("bce", "dice_bce", "blob_dice_bce")
+SOFT_TARGET_LOSS_NAMES = ("bce", "dice_bce")  # training.losses.SOFT_TARGET_LOSSES
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -72,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="while training, shift every training BatchNorm's statistics by fresh noise each pass (mean by "
                             "N(0, SD) standard deviations, standard deviation by a factor exp(N(0, SD))), so the network does not "
                             "hinge on the exact running statistics it ships with (training/batchnorm_noise.py); 0: none (default)")
+    model.add_argument("--teacher", action="append", type=Path, default=[], metavar="PKG_DIR",
+                       help="distillation: also learn this model package's lesion probability (with its partner network's, "
+                            "averaged as inference does; repeatable: the mean over the packages); same preprocessing as the run "
+                            "(training/distillation.py)")
+    model.add_argument("--distill-weight", type=float, default=0.5, metavar="W",
+                       help="with --teacher: the loss is (1 - W) x loss against the masks + W x loss against the teachers' "
+                            "probability, W in (0, 1] (0.5)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
                        "or the same with input channels appended to the package's (their stem weights start at zero)")
     model.add_argument("--activation-checkpointing", action="store_true", help="recompute block activations in backward (less memory)")
@@ -177,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         latest_checkpoint,
         recipe,
     )
+    from LambdaSegmentLib.training.distillation import load_teachers
     from LambdaSegmentLib.training.init_weights import initialise_from_package
 
     output: Path = args.output
@@ -196,8 +205,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--carve-probability", "needs --synthetic N > 0: the carved lesions are pasted into synthetic studies")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
+    if args.teacher and not 0.0 < args.distill_weight <= 1.0:
+        raise BadInputError("--distill-weight", f"must be in (0, 1] with --teacher, got {args.distill_weight}")
+    if args.teacher and args.loss not in SOFT_TARGET_LOSS_NAMES:
+        raise BadInputError("--teacher", f"distillation needs --loss {' or '.join(SOFT_TARGET_LOSS_NAMES)} (a loss defined for a probability as target), not {args.loss}")
     work_dir = args.work_dir or output.with_name(output.name + ".training")
     preprocessing = dict(args.preprocessing or DEFAULT_PREPROCESSING)
+    teachers = load_teachers(args.teacher, preprocessing) if args.teacher else None
 
     L.seed_everything(args.seed, workers=True, verbose=False)
     datamodule = SegmentationDataModule(
@@ -235,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
             frozen_modules=tuple(args.freeze_modules),
             frozen_statistics=args.frozen_statistics,
             batchnorm_noise=args.batchnorm_noise,
+            teachers=teachers,
+            distill_weight=args.distill_weight if teachers is not None else 0.0,
         )
     except ValueError as error:
         if str(error).startswith("cannot freeze the BatchNorms"):  # an unknown --freeze-batchnorm name; nothing written yet
@@ -303,6 +319,10 @@ def run(args: argparse.Namespace) -> int:
             state["batchnorm_noise"] = {"sd": args.batchnorm_noise, "how": "every training BatchNorm's mean shifted by N(0, sd) "
                                         "standard deviations and its standard deviation scaled by exp(N(0, sd)), per channel "
                                         "and pass, in training only (training/batchnorm_noise.py)"}
+        if teachers is not None:
+            state["distillation"] = {"weight": args.distill_weight, "teachers": list(teachers.packages),
+                                     "how": "(1 - weight) x loss against the masks + weight x loss against the teachers' mean "
+                                            "probability, teachers in eval mode (training/distillation.py)"}
         if args.precise_batchnorm > 0:
             state["precise_batchnorm"] = _precise_batchnorm(best, datamodule, args.precise_batchnorm)
             print(f"precise BatchNorm: {state['precise_batchnorm']['batch_norms']} BatchNorms re-estimated on "

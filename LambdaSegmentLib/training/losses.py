@@ -92,6 +92,8 @@ def blob_dice_bce_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tens
 
 
 LOSSES: dict[str, Loss] = {"bce": bce_loss, "dice_bce": dice_bce_loss, "blob_dice_bce": blob_dice_bce_loss}
+# the losses defined for a probability (not only {0, 1}) as target: distillation's (training.distillation)
+SOFT_TARGET_LOSSES = ("bce", "dice_bce")
 
 
 def make_loss(name: str) -> Loss:

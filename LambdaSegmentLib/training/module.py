@@ -20,7 +20,8 @@ from LambdaSegmentLib.models import batch_norms, create_model
 
 from . import recipe
 from .batchnorm_noise import add_statistics_noise
-from .losses import make_loss
+from .distillation import Teachers
+from .losses import SOFT_TARGET_LOSSES, make_loss
 
 OPTIMIZERS = ("rmsprop", "adamw")
 
@@ -93,6 +94,11 @@ class SegmentationModule(L.LightningModule):
             statistics (``training.batchnorm_noise``: its mean shifted by δ·σ and its standard
             deviation scaled by e^η, δ, η ~ N(0, SD) per channel and pass); 0 (the default): none.
             Training only: inference computes exactly what it would without it.
+        teachers: networks whose mean probability the student also learns
+            (``training.distillation``); None (the default): none. Held outside the module's
+            submodules, so they are in no state dict, checkpoint or package.
+        distill_weight: ``w`` of ``(1 - w) · loss(logits, mask) + w · loss(logits, teachers'
+            probability)``, in (0, 1] with teachers; 0 (the default) without.
 
     Logged: ``train_loss`` (per step), ``val_loss``, ``val_dice`` (mean over validation
     studies of the volume Dice at ``threshold``, 0 for a study whose logits are not all
@@ -117,9 +123,13 @@ class SegmentationModule(L.LightningModule):
         frozen_modules: Sequence[str] = (),
         frozen_statistics: str = "keep",
         batchnorm_noise: float = 0.0,
+        teachers: Teachers | None = None,
+        distill_weight: float = 0.0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # Neither is a hyperparameter of the network: a module loaded from a checkpoint (to export
+        # or evaluate it) has no teachers, and the manifest records them (cli.train).
+        self.save_hyperparameters(ignore=["teachers", "distill_weight"])
         self.model_name = model_name
         self.model_config = dict(model_config or {})
         self.model = create_model(model_name, **self.model_config)
@@ -147,6 +157,13 @@ class SegmentationModule(L.LightningModule):
             refuse_unknown(freeze_batchnorm, "the BatchNorms of ")
         if not (math.isfinite(batchnorm_noise) and batchnorm_noise >= 0):
             raise ValueError(f"batchnorm_noise must be a finite number >= 0, not {batchnorm_noise}")
+        if (teachers is None) != (distill_weight == 0.0) or not 0.0 <= distill_weight <= 1.0:
+            raise ValueError(f"distill_weight must be in (0, 1] with teachers and 0 without, not {distill_weight}")
+        if teachers is not None and loss not in SOFT_TARGET_LOSSES:
+            raise ValueError(f"distillation needs a loss defined for a probability as target ({', '.join(SOFT_TARGET_LOSSES)}), not {loss}")
+        # a dataclass, not a submodule: the teachers never train and are never saved with the student
+        self.teachers = teachers
+        self.distill_weight = distill_weight
         if batchnorm_noise > 0:
             # the hooks act in train mode only; a checkpointed block's recomputation draws the
             # same noise again (torch.utils.checkpoint restores the generator's state)
@@ -184,6 +201,11 @@ class SegmentationModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_index: int) -> torch.Tensor:
         logits = self(batch["image"])
         loss = self.loss_fn(logits, batch["mask"])
+        if self.teachers is not None:
+            weight = self.distill_weight
+            distilled = self.loss_fn(logits, self.teachers.probability(batch["image"]))
+            self.log("train_distill_loss", distilled, batch_size=batch["image"].shape[0])
+            loss = (1.0 - weight) * loss + weight * distilled
         self.log("train_loss", loss, prog_bar=True, batch_size=batch["image"].shape[0])
         return loss
 
