@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="distillation: also learn this model package's lesion probability (with its partner network's, "
                             "averaged as inference does; repeatable: the mean over the packages); same preprocessing as the run "
                             "(training/distillation.py)")
-    model.add_argument("--distill-weight", type=float, default=0.5, metavar="W",
+    model.add_argument("--distill-weight", type=float, default=None, metavar="W",
                        help="with --teacher: the loss is (1 - W) x loss against the masks + W x loss against the teachers' "
                             "probability, W in (0, 1] (0.5)")
     model.add_argument("--init-weights", type=Path, default=None, metavar="PKG_DIR", help="start from this model package's weights instead of a random initialisation: the same architecture, "
@@ -205,6 +205,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--carve-probability", "needs --synthetic N > 0: the carved lesions are pasted into synthetic studies")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
+    if args.distill_weight is not None and not args.teacher:
+        raise BadInputError("--distill-weight", "needs --teacher PKG_DIR: the weight is that of the teachers' probability in the loss")
+    if args.teacher and args.distill_weight is None:
+        args.distill_weight = 0.5
     if args.teacher and not 0.0 < args.distill_weight <= 1.0:
         raise BadInputError("--distill-weight", f"must be in (0, 1] with --teacher, got {args.distill_weight}")
     if args.teacher and args.loss not in SOFT_TARGET_LOSS_NAMES:

@@ -97,8 +97,9 @@ def test_inconsistent_distillation_settings_are_refused(tmp_path: Path, argument
 def test_train_with_a_teacher_records_it_leaves_it_untouched_and_refuses_bad_settings(tmp_path: Path) -> None:
     """A seeded run with ``--teacher`` trains to other weights than the same run without, its
     manifest names the teacher (SHA-256, weight), the teacher's files are unchanged, and the
-    student's package holds the student's tensors only; a weight outside (0, 1] or a loss not
-    defined for soft targets is refused before anything is written."""
+    student's package holds the student's tensors only; a weight outside (0, 1], a loss not
+    defined for soft targets, a missing teacher or a weight without a teacher is refused before
+    anything is written."""
     teacher, plain, distilled = tmp_path / "teacher", tmp_path / "plain", tmp_path / "distilled"
     assert main(train_args(teacher, "--devices", "1", "--seed", "9")) == 0
     teacher_sha = sha256_of_file(teacher / "weights.pt")
@@ -119,4 +120,5 @@ def test_train_with_a_teacher_records_it_leaves_it_untouched_and_refuses_bad_set
     assert main(train_args(tmp_path / "never1", "--devices", "1", "--teacher", str(teacher), "--distill-weight", "0")) == 2
     assert main(train_args(tmp_path / "never2", "--devices", "1", "--teacher", str(teacher), "--loss", "blob_dice_bce")) == 2
     assert main(train_args(tmp_path / "never3", "--devices", "1", "--teacher", str(tmp_path / "missing"))) == 2
-    assert not any((tmp_path / name).exists() for name in ("never1", "never2", "never3"))
+    assert main(train_args(tmp_path / "never4", "--devices", "1", "--distill-weight", "0.5")) == 2  # no teacher
+    assert not any((tmp_path / name).exists() for name in ("never1", "never2", "never3", "never4"))
