@@ -26,7 +26,7 @@ from LambdaSegmentLib.errors import BadInputError
 
 # training.losses.LOSSES' names, spelled out so that building the parser imports no torch (a test keeps them equal)
 LOSS_NAMES = ("bce", "dice_bce", "blob_dice_bce")
-SOFT_TARGET_LOSS_NAMES = ("bce", "dice_bce")  # training.losses.SOFT_TARGET_LOSSES
+SOFT_TARGET_LOSS_NAMES = ("bce", "dice_bce")  # training.losses.SOFT_TARGET_LOSSES, spelled out as LOSS_NAMES is
 
 
 def _json_object(text: str) -> dict[str, Any]:

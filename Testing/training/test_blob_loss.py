@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from scipy import ndimage
 
-from LambdaSegmentLib.cli.train import LOSS_NAMES
-from LambdaSegmentLib.training.losses import LOSSES, blob_dice_bce_loss, blob_loss, dice_bce_loss, lesion_labels
+from LambdaSegmentLib.cli.train import LOSS_NAMES, SOFT_TARGET_LOSS_NAMES
+from LambdaSegmentLib.training.losses import LOSSES, SOFT_TARGET_LOSSES, blob_dice_bce_loss, blob_loss, dice_bce_loss, lesion_labels
 
 
 def reference_blob_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -78,6 +78,7 @@ def test_blob_loss_is_zero_with_a_gradient_without_lesions_and_registered() -> N
     assert float(blob_dice_bce_loss(logits, target)) == pytest.approx(float(dice_bce_loss(logits, target) + blob_loss(logits, target)))
     assert LOSSES["blob_dice_bce"] is blob_dice_bce_loss
     assert set(LOSS_NAMES) == set(LOSSES)  # the CLI's choices, spelled out to keep torch out of parser building
+    assert set(SOFT_TARGET_LOSS_NAMES) == set(SOFT_TARGET_LOSSES) <= set(LOSSES)  # the same for --teacher's check
 
 
 def test_blob_loss_gradient_matches_the_loop() -> None:
