@@ -1,6 +1,12 @@
 """The model card's ablation table, built from ``benchmarks/results/real_scan_cv/*.json``.
 
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
+    .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL [LABEL ...]   # a row's held-out means
+
+``--means`` prints, per result file and over all of them (e.g. a recipe's three training seeds),
+the mean of the four held-out scores (both folds, native and 6 mm) of volume Dice, lesion F1 and
+false-positive mL, which issue 13's adoption rules compare, and each fold package's Dice on the
+synthetic infarcts of 100 mL or more.
 
 It ends with how often each fold's search chose a minimum lesion size of 0.3 mL or more (a size
 that removes most of case 0001's emboli), over the result files whose post-processing was searched.
@@ -16,6 +22,7 @@ checkpoint chosen on the case it is scored on, or that trained on it (the fold r
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "real_scan_cv"
@@ -102,5 +109,24 @@ def large_size_choices(minimum_ml: float = 0.3) -> str:
                      for fold, (chosen, searched) in sorted(counts.items()))
 
 
+def held_out_means(labels: list[str]) -> str:
+    """Per result file and over all: mean volume Dice / lesion F1 / false-positive mL of the
+    held-out scores (both folds, native and 6 mm), and each fold's synthetic >= 100 mL Dice."""
+    lines, pooled = [], []
+    for label in labels:
+        result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
+        scores = [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
+        means = [sum(score[key] for score in scores) / len(scores) for key in ("volume_dice", "lesion_f1", "fp_ml")]
+        large = ", ".join(f"{fold} {synthetic_cells(entry).split(' / ')[1]}" for fold, entry in result["folds"].items())
+        lines.append(f"{label}: {means[0]:.4f} / {means[1]:.4f} / {means[2]:.3f} mL; >= 100 mL synthetic: {large}")
+        pooled.append(means)
+    overall = [sum(column) / len(pooled) for column in zip(*pooled)]
+    lines.append(f"mean over {len(pooled)}: {overall[0]:.4f} / {overall[1]:.4f} / {overall[2]:.3f} mL")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--means"] and len(sys.argv) > 2:
+        print(held_out_means(sys.argv[2:]))
+    else:
+        main()
