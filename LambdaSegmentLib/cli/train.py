@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         latest_checkpoint,
         recipe,
     )
+    from LambdaSegmentLib.training.clock import TrainingClock
     from LambdaSegmentLib.training.distillation import load_teachers
     from LambdaSegmentLib.training.init_weights import initialise_from_package
 
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     if args.init_weights is not None:
         print(initialise_from_package(module.model, args.init_weights, args.model, args.model_config, preprocessing), file=sys.stderr, flush=True)
-    started = time.monotonic()
+    clock = TrainingClock()
 
     def manifest(current: SegmentationModule, state: dict[str, Any]) -> dict[str, Any]:
         return build_manifest(
@@ -285,9 +286,9 @@ def run(args: argparse.Namespace) -> int:
 
     has_validation = bool(args.val_data or args.val_synthetic)
     checkpoint = best_checkpoint(work_dir / "checkpoints")
-    callbacks: list[L.Callback] = [latest_checkpoint(work_dir / "checkpoints")]
+    callbacks: list[L.Callback] = [clock, latest_checkpoint(work_dir / "checkpoints")]
     if has_validation:
-        callbacks += [checkpoint, ExportBestPackage(output, manifest, fp16=args.fp16)]
+        callbacks += [checkpoint, ExportBestPackage(output, manifest, fp16=args.fp16, clock=clock)]
     trainer = L.Trainer(
         accelerator=args.accelerator,
         devices=_devices(args.devices),
@@ -311,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
 
     if trainer.is_global_zero:
         best_path = checkpoint.best_model_path if has_validation else ""
-        state: dict[str, Any] = {"epochs": trainer.current_epoch, "global_step": trainer.global_step, "seconds": round(time.monotonic() - started, 1)}
+        state: dict[str, Any] = {"epochs": trainer.current_epoch, "global_step": trainer.global_step, "seconds": clock.seconds()}
         if best_path:
             best = SegmentationModule.load_from_checkpoint(best_path, map_location="cpu", weights_only=True)
             score = checkpoint.best_model_score

@@ -9,7 +9,6 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ from LambdaSegmentLib.inference import save_model_package
 from LambdaSegmentLib.models import create_model
 
 from . import recipe
+from .clock import TrainingClock
 from .module import SegmentationModule
 
 
@@ -114,6 +114,8 @@ class ExportBestPackage(L.Callback):
         manifest_factory: returns the manifest for the current state (called at export).
         monitor, mode: the validation metric and whether higher ("max") is better.
         fp16: store the weights in half precision.
+        clock: the run's :class:`.clock.TrainingClock`, whose seconds (resumed runs included) the
+            exported manifest records; a clock of its own if not given.
     """
 
     def __init__(
@@ -124,11 +126,12 @@ class ExportBestPackage(L.Callback):
         monitor: str = recipe.MONITOR,
         mode: str = "max",
         fp16: bool = False,
+        clock: TrainingClock | None = None,
     ) -> None:
         self.directory, self.manifest_factory = Path(directory), manifest_factory
         self.monitor, self.mode, self.fp16 = monitor, mode, fp16
         self.best: float | None = None
-        self.started = time.monotonic()
+        self.clock = clock or TrainingClock()
 
     def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:
@@ -144,7 +147,7 @@ class ExportBestPackage(L.Callback):
         state = {
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
-            "seconds": round(time.monotonic() - self.started, 1),
+            "seconds": self.clock.seconds(),
             self.monitor: value,
         }
         export_package(module, self.manifest_factory(module, state), self.directory, fp16=self.fp16)
