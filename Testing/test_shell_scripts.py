@@ -1,0 +1,24 @@
+"""Every shell script in scripts/ parses (``bash -n``): the GPU and recipe scripts run where no test
+can run them (a lent GPU machine, an hour of CPU), so a syntax error would surface only there."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.sh"))
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("script", SCRIPTS, ids=[path.name for path in SCRIPTS])
+def test_shell_script_parses(script: Path) -> None:
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert script.stat().st_mode & 0o111, f"{script.name} is not executable"
+
+
+def test_the_scripts_folder_has_the_recipe_and_gpu_scripts() -> None:
+    assert {"train_cv.sh", "gpu_stage1.sh", "gpu_deps.sh"} <= {path.name for path in SCRIPTS}
