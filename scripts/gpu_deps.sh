@@ -20,4 +20,5 @@ tar -C "$SITE" --exclude='*/tests' --exclude='__pycache__' --exclude='nilearn/_a
     -cJf "$FOLDER/pydeps.tar.xz" nilearn nibabel slicerio
 rm -rf "$FOLDER/lesymap-lesions" "$FOLDER/arterial-atlas"
 cp -r "$SHARED/lesymap-lesions" "$SHARED/arterial-atlas" "$FOLDER/"
+chmod -R u+w "$FOLDER"  # ../shared may be read-only; a re-run must be able to replace the copies
 du -sh "$FOLDER"
