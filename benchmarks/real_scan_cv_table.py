@@ -40,9 +40,18 @@ def synthetic_cells(entry: dict) -> str:
     16 at default ranges and those of 100 mL or more; a dash where the result file has no such score."""
     if "synthetic" not in entry:
         return "–"
-    summary = entry["synthetic"]["summary"]
-    large = summary.get("true_100ml_or_more")  # recorded since the >= 100 mL target was scored
-    return f"{summary['default']['model_dice']:.3f} / " + (f"{large['model_dice']:.3f}" if large else "–")
+    return f"{entry['synthetic']['summary']['default']['model_dice']:.3f} / {dice_cell(large_synthetic_dice(entry))}"
+
+
+def dice_cell(dice: float | None) -> str:
+    return f"{dice:.3f}" if dice is not None else "–"
+
+
+def large_synthetic_dice(entry: dict) -> float | None:
+    """The fold package's mean volume Dice on the held-out synthetic infarcts of 100 mL or more
+    (recorded since that target was scored); None where the result file has no such score."""
+    large = entry.get("synthetic", {}).get("summary", {}).get("true_100ml_or_more")
+    return large["model_dice"] if large else None
 
 
 def settings(post: dict) -> str:
@@ -117,7 +126,7 @@ def held_out_means(labels: list[str]) -> str:
         result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
         scores = [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
         means = [sum(score[key] for score in scores) / len(scores) for key in ("volume_dice", "lesion_f1", "fp_ml")]
-        large = ", ".join(f"{fold} {synthetic_cells(entry).split(' / ')[1]}" for fold, entry in result["folds"].items())
+        large = ", ".join(f"{fold} {dice_cell(large_synthetic_dice(entry))}" for fold, entry in result["folds"].items())
         lines.append(f"{label}: {means[0]:.4f} / {means[1]:.4f} / {means[2]:.3f} mL; >= 100 mL synthetic: {large}")
         pooled.append(means)
     overall = [sum(column) / len(pooled) for column in zip(*pooled)]
