@@ -30,7 +30,8 @@ CANDIDATES = {
     "1.1-1.4": ("bright_dots_cortical_s0_1114.json", "synthesis_edge_realism_cortical-s0-1114.json"),
 }
 SYNTHETIC_GROUP = "synthetic default ranges, skull-stripped 2 mm"
-REAL_GROUPS = ("real 0001", "real 0003")
+# bright_dots.py's group of each real case -> synthesis_edge_realism.py's key for it
+REAL_CASES = {"real 0001": "sub-strokecase0001", "real 0003": "sub-strokecase0003"}
 
 
 def dot_statistics(group: dict) -> tuple[float, float]:
@@ -49,8 +50,8 @@ def load(name: str) -> dict:
 def main() -> None:
     dots_file, edge_file = CANDIDATES["1.2-1.8 (default)"]
     dots, edges = load(dots_file)["groups"], load(edge_file)["real"]
-    real = np.mean([dot_statistics(dots[group]) + cortex_statistics(case["cortex"])
-                    for group, case in zip(REAL_GROUPS, edges.values())], axis=0)
+    real = np.mean([dot_statistics(dots[group]) + cortex_statistics(edges[case]["cortex"])
+                    for group, case in REAL_CASES.items()], axis=0)
     print("statistics: dots / 100 mL, dots' ADC / ring, ribbon / deep DWI, DWI p90 > 4 mm")
     print(f"real (mean of the two cases): {np.round(real, 3).tolist()}")
     scored = []
