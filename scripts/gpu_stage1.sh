@@ -39,11 +39,11 @@ if [[ -z ${E:-} ]]; then
     rate=$("$PYTHON" - "$WORKERS" "$S_W" <<'EOF'
 import json, sys, time
 from multiprocessing import Pool
+from LambdaSegmentLib.training import DEFAULT_PREPROCESSING  # train_cv.sh's preprocessing
 from LambdaSegmentLib.training.prepared import prepare_synthetic
-PRE = {"channels": ["eadc", "dwi"], "in_plane_spacing_mm": 2.0, "normalization": {"dwi": "brain_median_clip4", "eadc": "clip01"}, "pad_multiple": 16}
 workers, ranges = int(sys.argv[1]), json.loads(sys.argv[2])
 def make(seed: int) -> None:
-    prepare_synthetic(seed, PRE, ranges)
+    prepare_synthetic(seed, DEFAULT_PREPROCESSING, ranges)
 with Pool(workers) as pool:
     pool.map(make, range(90000000, 90000000 + workers))  # warm-up: template and atlas loaded once per process
     start = time.perf_counter()
