@@ -31,7 +31,7 @@ from . import recipe
 
 #: Manifest keys chosen for the fine-tuned model's outputs; they do not describe the average
 #: (nor is a seed network's sub-directory copied: attach one again, scripts/attach_network.py).
-_CHOSEN_FOR_OUTPUTS = ("postprocessing", "postprocessing_choice", "low_confidence_mean_probability", "low_confidence_rule",
+CHOSEN_FOR_OUTPUTS = ("postprocessing", "postprocessing_choice", "low_confidence_mean_probability", "low_confidence_rule",
                        "seed_network")
 
 
@@ -88,7 +88,7 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
     model = copy.deepcopy(finetuned.model)
     model.load_state_dict(state, strict=True)
 
-    manifest: dict[str, Any] = {key: value for key, value in copy.deepcopy(finetuned_manifest).items() if key not in _CHOSEN_FOR_OUTPUTS}
+    manifest: dict[str, Any] = {key: value for key, value in copy.deepcopy(finetuned_manifest).items() if key not in CHOSEN_FOR_OUTPUTS}
     if "postprocessing_choice" in finetuned_manifest:  # its threshold was chosen with its post-processing
         manifest["threshold"] = recipe.THRESHOLD
     for key in ("weights_sha256", "created"):

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One row of issue 13's ablation from a stage-1 package: recipe TW's stage 2 (rule 54: recipe TM,
+# i.e. lr 1e-4 and synthesis S with "massive_infarct_probability": 0.5, plus "cortical_s0": [1.0, 1.8])
+# on both folds, then the folds scored seeded by that stage 1 under protocol N (threshold, edge depth,
+# contralateral ratio), once per stage-2 seed:
+#
+#   STAGE1=runs/cv-soup-wll/pretrain/pkg NAME=cv-soup-wll scripts/cv_row.sh 51000005 51000006 51000007
+#
+# Each seed trains in runs/$NAME-gentle-massive-r<last digit of the seed> (resumable, as every
+# train_cv.sh stage) and writes benchmarks/results/real_scan_cv/$NAME-gentle-massive-seed<SEED>-seeded.json;
+# `benchmarks/real_scan_cv_table.py --means LABEL...` gives the row's held-out means.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
+NAME=${NAME:?NAME= the name of the row}
+[[ -f "$STAGE1/manifest.json" ]] || { echo "cv_row.sh: $STAGE1: no package there" >&2; exit 2; }
+(( $# > 0 )) || { echo "usage: STAGE1=PKG NAME=NAME scripts/cv_row.sh SEED [SEED ...]" >&2; exit 2; }
+S_TW='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8]}'
+for seed in "$@"; do
+    runs="runs/$NAME-gentle-massive-r${seed: -1}"
+    mkdir -p "$runs/pretrain"
+    rm -rf "$runs/pretrain/pkg" && cp -r "$STAGE1" "$runs/pretrain/pkg"
+    for fold in foldA foldB; do
+        RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed"
+    done
+    RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
+        scripts/train_cv.sh evaluate-seeded
+done
