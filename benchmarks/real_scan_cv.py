@@ -77,7 +77,7 @@ from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment
 from LambdaSegmentLib.inference.package import MANIFEST_FILE, attach_partner_network  # noqa: E402
 from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
-from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc  # noqa: E402
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
@@ -99,7 +99,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # --seed-packages: a seed package's probability at or above this marks where it detects a lesion
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
-STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow")
+STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -112,6 +112,9 @@ GRID = {
     # hysteresis (postprocess.PostProcessing.grow_threshold): lesions found at the threshold drawn
     # out to where the probability falls below this; off first, so a tie keeps it off
     "grow": (None, 0.1, 0.2),
+    # largest kept median ADC of a lesion / the brain's median ADC (postprocess.PostProcessing.
+    # max_relative_adc); off first, so a tie keeps it off (issue 13's rule 63)
+    "adc": (None, 0.95, 0.9, 0.85, 0.8),
 }
 
 
@@ -127,6 +130,7 @@ class Prepared:
     probability: np.ndarray
     depth_mm: np.ndarray
     pair: tuple[np.ndarray, np.ndarray]
+    adc_ratio: np.ndarray  # postprocess.relative_adc of the study on the brain mask
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
@@ -155,6 +159,7 @@ class Prepared:
                 probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
                 contralateral=self.contralateral(search_mm), grow_threshold=grow_threshold,
+                adc_ratio=self.adc_ratio,
             )
         return self._components[key]
 
@@ -219,6 +224,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),
+        adc_ratio=relative_adc(np.asarray(study.adc.array), brain),
         posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
         seed=seed,
     )
@@ -304,8 +310,9 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
-                           contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g)
-            for t, s, e, c, r, f, g in itertools.product(*axes)
+                           contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
+                           max_relative_adc=a)
+            for t, s, e, c, r, f, g, a in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t)]
 
 

@@ -66,6 +66,8 @@ def settings(post: dict) -> str:
             parts.append(f"contra search {post['contralateral_search_mm']:g} mm")
     if post.get("grow_threshold") is not None:
         parts.append(f"grown to {post['grow_threshold']:g}")
+    if post.get("max_relative_adc") is not None:
+        parts.append(f"ADC ≤ {post['max_relative_adc']:g} × brain")
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -348,7 +348,7 @@ def segment_study(
         seed_volume = study.dwi.with_array(seed.astype(np.uint8))
         unseeded = probability_volume
         probability_volume = unseeded.with_array(keep_seeded_components(values, settings.candidate_threshold, brain, seed))
-    mask = postprocess(probability_volume, study.dwi, brain, settings)
+    mask = postprocess(probability_volume, study.dwi, brain, settings, adc=study.adc)
     disagreement = None
     if uncertainty and spreads:
         spread_values = np.mean([np.asarray(volume.array, dtype=np.float32) for volume in spreads], axis=0)

@@ -18,6 +18,10 @@ new faint component appears). Steps, in order, on those components:
    With ``contralateral_search_mm``, the contralateral value of a voxel is the brightest one
    within that in-plane radius of its mirror partner (``symmetry.contralateral_search``): a
    bilateral rim that is not an exact mirror image still finds its bright partner.
+4. ``max_relative_adc``: a component is kept only if its median ADC is at most this many
+   times the brain's median ADC (:func:`relative_adc`). Acute ischaemia restricts diffusion;
+   a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
+   pile-up at the skull base, which radiologists rule out on the ADC map the same way.
 
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
@@ -53,6 +57,8 @@ class PostProcessing:
             takes the brightest mirror value (0 = the mirror partner itself).
         test_time_flips: average the probability over the engine's test-time flips by default.
         grow_threshold: the hysteresis' lower probability, below ``threshold`` (None = off).
+        max_relative_adc: largest kept median ADC of a component / the brain's median ADC
+            (None = off).
     """
 
     threshold: float = 0.5
@@ -62,10 +68,13 @@ class PostProcessing:
     contralateral_search_mm: float = 0.0
     test_time_flips: bool = False
     grow_threshold: float | None = None
+    max_relative_adc: float | None = None
 
     def __post_init__(self) -> None:
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
+        if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
+            raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
 
     @property
     def candidate_threshold(self) -> float:
@@ -95,6 +104,10 @@ class PostProcessing:
     def needs_contralateral(self) -> bool:
         return self.contralateral_ratio is not None
 
+    @property
+    def needs_adc(self) -> bool:
+        return self.max_relative_adc is not None
+
 
 @dataclass(frozen=True)
 class Components:
@@ -105,12 +118,14 @@ class Components:
         volume_ml: (n,) float64 component volumes.
         edge_depth_mm: (n,) median depth of each component below the brain edge.
         contralateral_ratio: (n,) mean DWI / mean contralateral DWI (nan when not computed).
+        relative_adc: (n,) median ADC / the brain's median ADC (nan when not computed).
     """
 
     labels: np.ndarray
     volume_ml: np.ndarray
     edge_depth_mm: np.ndarray
     contralateral_ratio: np.ndarray
+    relative_adc: np.ndarray
 
     def keep(self, settings: PostProcessing) -> np.ndarray:
         """(n,) bool: which components pass every enabled check."""
@@ -119,6 +134,10 @@ class Components:
             keep &= self.edge_depth_mm >= settings.min_edge_depth_mm
         if settings.contralateral_ratio is not None:
             keep &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
+        if settings.max_relative_adc is not None:
+            if np.isnan(self.relative_adc).any():
+                raise ValueError("max_relative_adc is set but the components were found without the ADC")
+            keep &= self.relative_adc <= settings.max_relative_adc
         return keep
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
@@ -137,6 +156,22 @@ def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> 
     padded = np.pad(np.asarray(brain, dtype=bool), 1)
     distance = ndimage.distance_transform_edt(padded, sampling=tuple(spacing_mm[::-1]))
     return distance[1:-1, 1:-1, 1:-1].astype(np.float32)
+
+
+def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
+    """float32 (nk, nj, ni): ADC / the brain's median ADC (:func:`~LambdaSegmentLib.io.units.brain_median`:
+    brain voxels with data, i.e. ADC ≠ 0). Unitless, so the check needs no ADC unit.
+
+    Raises:
+        ValueError: no brain voxel has an ADC (the study loader refuses such maps first).
+    """
+    from LambdaSegmentLib.io.units import brain_median
+
+    adc = np.asarray(adc, dtype=np.float32)
+    median = brain_median(adc, np.asarray(brain, dtype=bool))
+    if not median > 0:
+        raise ValueError("no ADC inside the brain mask: the ADC check has nothing to compare with")
+    return adc / np.float32(median)
 
 
 def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, grow_threshold: float | None = None) -> np.ndarray:
@@ -171,6 +206,7 @@ def find_components(
     dwi_smoothed: np.ndarray | None = None,
     contralateral: np.ndarray | None = None,
     grow_threshold: float | None = None,
+    adc_ratio: np.ndarray | None = None,
 ) -> Components:
     """The components of :func:`candidates` (``probability >= threshold`` inside ``brain``, grown
     to ``grow_threshold`` when given), with their check values.
@@ -181,6 +217,7 @@ def find_components(
         voxel_volume_mm3: one voxel's volume.
         depth_mm: :func:`edge_depth_mm` of ``brain``.
         dwi_smoothed, contralateral: :func:`LambdaSegmentLib.preprocessing.symmetry.contralateral_dwi`'s pair, or None.
+        adc_ratio: :func:`relative_adc` of the study, or None.
     """
     candidate = candidates(probability, threshold, brain, grow_threshold)
     labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
@@ -196,7 +233,11 @@ def find_components(
         ratio = own / np.maximum(other, 1e-6)
     else:
         ratio = np.full(count, np.nan)
-    return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio)
+    if count and adc_ratio is not None:
+        adc_median = np.asarray(ndimage.median(adc_ratio, labels, index), dtype=np.float64).reshape(-1)
+    else:
+        adc_median = np.full(count, np.nan)
+    return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median)
 
 
 def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
@@ -222,7 +263,8 @@ def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.
     return np.where(kept, probability, 0.0).astype(probability.dtype, copy=False)
 
 
-def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: PostProcessing) -> Volume:
+def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: PostProcessing,
+                adc: Volume | None = None) -> Volume:
     """The final uint8 infarct mask on the probability's grid (= the DWI grid).
 
     Args:
@@ -230,7 +272,10 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         dwi: the study's b≈1000 trace (for the contralateral check).
         brain: bool (nk, nj, ni) brain mask; nothing outside it is ever a lesion.
         settings: the package's :class:`PostProcessing`.
+        adc: the study's ADC on the same grid (any unit; for the ADC check, which needs it).
     """
+    if settings.needs_adc and adc is None:
+        raise ValueError("this package's post-processing checks each lesion's ADC: give the study's ADC")
     from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
 
     brain = np.asarray(brain, dtype=bool)
@@ -246,5 +291,6 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         dwi_smoothed=pair[0],
         contralateral=pair[1],
         grow_threshold=settings.grow_threshold,
+        adc_ratio=relative_adc(np.asarray(adc.array), brain) if settings.needs_adc and brain.any() else None,
     )
     return probability.with_array(components.mask(settings))

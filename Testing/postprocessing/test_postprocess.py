@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from LambdaSegmentLib.inference.postprocess import PostProcessing, edge_depth_mm, find_components, keep_seeded_components, postprocess
+from LambdaSegmentLib.inference.postprocess import (
+    PostProcessing,
+    edge_depth_mm,
+    find_components,
+    keep_seeded_components,
+    postprocess,
+    relative_adc,
+)
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
 from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
@@ -121,7 +128,7 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
-             "test_time_flips": False, "grow_threshold": None}
+             "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -220,3 +227,57 @@ def test_hysteresis_grows_detected_lesions_to_the_lower_threshold_and_adds_no_fa
     for bad in (0.5, 0.7, 0.0):
         with pytest.raises(ValueError, match="grow_threshold must lie between 0 and the threshold"):
             PostProcessing(threshold=0.5, grow_threshold=bad)
+
+
+def restricted_and_normal_spots(adc_scale: float) -> tuple[Volume, Volume, Volume, np.ndarray, np.ndarray, np.ndarray]:
+    """A brain of ADC 0.8 (10^-3 mm^2/s, times ``adc_scale``) with CSF at 3.0 in a fifth of it,
+    and two equally bright, equally probable spots: one restricted (ADC 0.45), one at the
+    tissue's ADC (T2 shine-through, or an EPI pile-up); returns probability, DWI and ADC
+    volumes, the brain and the two spots."""
+    shape, spacing = (8, 32, 32), (1.5, 1.5, 3.0)
+    brain = box(shape, np.s_[1:7, 2:30, 2:30])
+    adc = np.where(brain, 0.8, 0.0).astype(np.float32)
+    adc[1:7, 2:30, 24:30] = 3.0  # CSF raises the brain's median above the tissue's ADC, as in real brains
+    restricted, normal = box(shape, np.s_[3:5, 8:12, 6:10]), box(shape, np.s_[3:5, 18:22, 6:10])
+    adc[restricted] = 0.45
+    dwi = np.where(brain, 100.0, 0.0).astype(np.float32)
+    dwi[restricted | normal] = 250.0
+    probability = (restricted | normal).astype(np.float32) * 0.9
+    volume = lambda values: Volume(values.astype(np.float32), spacing)  # noqa: E731
+    return volume(probability), volume(dwi), volume(adc * adc_scale), brain, restricted, normal
+
+
+@pytest.mark.parametrize("adc_scale", [1.0, 1e-3, 1e3], ids=["1e-3 mm2/s", "mm2/s", "1e-6 mm2/s"])
+def test_the_adc_check_drops_bright_spots_without_restricted_diffusion_in_any_unit(adc_scale: float) -> None:
+    """``max_relative_adc``: a component's median ADC against the brain's median ADC (voxels with
+    data). The restricted spot (0.45 / 0.8 = 0.56) stays; the bright spot at the tissue's ADC
+    (1.0 x the median here) goes at 0.9 and stays at 1.05. The ratio has no unit, so the check
+    does the same in every ADC unit."""
+    probability, dwi, adc, brain, restricted, normal = restricted_and_normal_spots(adc_scale)
+    np.testing.assert_allclose(np.median(relative_adc(adc.array, brain)[brain]), 1.0)
+    mask = lambda limit: np.asarray(postprocess(probability, dwi, brain, PostProcessing(max_relative_adc=limit), adc=adc).array)  # noqa: E731
+    np.testing.assert_array_equal(mask(0.9), restricted.astype(np.uint8))
+    np.testing.assert_array_equal(mask(1.05), (restricted | normal).astype(np.uint8))
+    np.testing.assert_array_equal(mask(None), (restricted | normal).astype(np.uint8))
+    depth = edge_depth_mm(brain, probability.spacing_mm)
+    components = find_components(probability.array, 0.5, brain=brain, voxel_volume_mm3=probability.voxel_volume_mm3,
+                                 depth_mm=depth, adc_ratio=relative_adc(adc.array, brain))
+    assert sorted(np.round(components.relative_adc, 4)) == [0.5625, 1.0]
+
+
+def test_the_adc_check_needs_the_adc_and_a_positive_limit() -> None:
+    probability, dwi, adc, brain, _, _ = restricted_and_normal_spots(1.0)
+    with pytest.raises(ValueError, match="give the study's ADC"):
+        postprocess(probability, dwi, brain, PostProcessing(max_relative_adc=0.9))
+    with pytest.raises(ValueError, match="no ADC inside the brain mask"):
+        relative_adc(np.zeros(brain.shape, np.float32), brain)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="max_relative_adc must be a positive ADC ratio"):
+            PostProcessing(max_relative_adc=bad)
+    # the settings round-trip through a manifest; components found without the ADC cannot be judged by it
+    settings = PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": {"max_relative_adc": 0.9}})
+    assert settings.needs_adc and settings.manifest_entries()["postprocessing"]["max_relative_adc"] == 0.9
+    components = find_components(probability.array, 0.5, brain=brain, voxel_volume_mm3=probability.voxel_volume_mm3,
+                                 depth_mm=edge_depth_mm(brain, probability.spacing_mm))
+    with pytest.raises(ValueError, match="found without the ADC"):
+        components.keep(settings)
