@@ -9,6 +9,8 @@
 # Each seed trains in runs/$NAME-gentle-massive-r<last digit of the seed> (resumable, as every
 # train_cv.sh stage) and writes benchmarks/results/real_scan_cv/$NAME-gentle-massive-seed<SEED>-seeded.json;
 # `benchmarks/real_scan_cv_table.py --means LABEL...` gives the row's held-out means.
+# SYNTHESIS_EXTRA='{"edge_relative_adc": [0.65, 0.85]}' adds generator ranges to stage 2's synthesis
+# (those of its stage 1, when that changed the lesions; issue 13's rule 64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -16,6 +18,10 @@ NAME=${NAME:?NAME= the name of the row}
 [[ -f "$STAGE1/manifest.json" ]] || { echo "cv_row.sh: $STAGE1: no package there" >&2; exit 2; }
 (( $# > 0 )) || { echo "usage: STAGE1=PKG NAME=NAME scripts/cv_row.sh SEED [SEED ...]" >&2; exit 2; }
 S_TW='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8]}'
+if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
+    S_TW=$("${PYTHON:-.venv/bin/python}" -c 'import json, sys; print(json.dumps({**json.loads(sys.argv[1]), **json.loads(sys.argv[2])}))' \
+        "$S_TW" "$SYNTHESIS_EXTRA" 2>/dev/null) || { echo "cv_row.sh: SYNTHESIS_EXTRA is not a JSON object: $SYNTHESIS_EXTRA" >&2; exit 2; }
+fi
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
