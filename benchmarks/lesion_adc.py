@@ -30,13 +30,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from LambdaSegmentLib.inference.postprocess import relative_adc  # noqa: E402
 from LambdaSegmentLib.io.units import brain_median  # noqa: E402
 from LambdaSegmentLib.preprocessing import brain_mask  # noqa: E402
-from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from real_scan_cv import CASES, ISLES, SYNTHETIC_VALIDATION_SEEDS, VALIDATION_RANGES, load_real, synthetic  # noqa: E402
 
 QUARTILES = (25, 50, 75)
 
 
-def describe(study, truth: np.ndarray) -> dict[str, Any]:  # noqa: ANN001
-    """The statistics of one study's lesion against its brain (see the module docstring)."""
+def describe(study, truth: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:  # noqa: ANN001
+    """The statistics of one study's lesion against its brain (see the module docstring), and
+    its lesion voxels' ADC / the brain's median ADC, (n,) float32, for the pooled quartiles."""
     brain = brain_mask(study.dwi, foreground=study.foreground)
     adc, dwi = np.asarray(study.adc.array), np.asarray(study.dwi.array)
     ratio = relative_adc(adc, brain)
@@ -44,7 +45,7 @@ def describe(study, truth: np.ndarray) -> dict[str, Any]:  # noqa: ANN001
     labels, count = ndimage.label(lesion, structure=np.ones((3, 3, 3), dtype=bool))
     per_component = np.asarray(ndimage.median(ratio, labels, np.arange(1, count + 1))).reshape(-1) if count else np.zeros(0)
     sizes = np.bincount(labels[lesion], minlength=count + 1)[1:]
-    return {
+    row = {
         "brain_median_adc": round(brain_median(adc, brain), 4),
         "lesion_voxels": int(lesion.sum()),
         "components": int(count),
@@ -55,14 +56,12 @@ def describe(study, truth: np.ndarray) -> dict[str, Any]:  # noqa: ANN001
         "voxel_share_in_components_above": {str(cut): round(float(sizes[per_component > cut].sum() / max(sizes.sum(), 1)), 3)
                                             for cut in (0.8, 0.85, 0.9, 0.95)},
     }
+    return row, ratio[lesion]
 
 
-def pooled(rows: list[dict[str, Any]], studies: list[tuple[Any, np.ndarray]]) -> dict[str, Any]:
-    """Voxel quartiles over every synthetic study's lesion voxels together."""
-    ratios = []
-    for study, truth in studies:
-        brain = brain_mask(study.dwi, foreground=study.foreground)
-        ratios.append(relative_adc(np.asarray(study.adc.array), brain)[truth & brain])
+def pooled(rows: list[dict[str, Any]], ratios: list[np.ndarray]) -> dict[str, Any]:
+    """Voxel quartiles over every synthetic study's lesion voxels together (``ratios``: each
+    study's from :func:`describe`)."""
     values = np.concatenate(ratios)
     return {"studies": len(rows), "lesion_voxels": int(values.size),
             "voxel_adc_ratio_quartiles": np.round(np.percentile(values, QUARTILES), 3).tolist(),
@@ -71,18 +70,19 @@ def pooled(rows: list[dict[str, Any]], studies: list[tuple[Any, np.ndarray]]) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=12, help="synthetic studies (seeds 32000000 on, the search's validation seeds)")
-    parser.add_argument("--synthesis", default="{}", help="generator ranges (JSON) on top of skull_stripped")
+    parser.add_argument("--n", type=int, default=12, help="synthetic studies (the search's validation seeds, from the first on)")
+    parser.add_argument("--synthesis", default="{}", help="generator ranges (JSON) under the validation studies' fixed options (skull-stripped)")
     parser.add_argument("--no-real", action="store_true", help="leave the real cases out")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    ranges = {**json.loads(args.synthesis), "skull_stripped": True}
+    ranges = {**json.loads(args.synthesis), **VALIDATION_RANGES}
     result: dict[str, Any] = {"command": " ".join(["benchmarks/lesion_adc.py"] + sys.argv[1:]), "synthesis": ranges}
     if not args.no_real and (ISLES / CASES["0001"]).exists():
-        result["real"] = {case: describe(*load_real(case, thick=False)) for case in CASES}
-    studies = [synthetic(seed, **ranges) for seed in range(32_000_000, 32_000_000 + args.n)]
-    rows = [describe(study, truth) for study, truth in studies]
-    result["synthetic"] = {"pooled": pooled(rows, studies), "studies": rows}
+        result["real"] = {case: describe(*load_real(case, thick=False))[0] for case in CASES}
+    start = SYNTHETIC_VALIDATION_SEEDS.start
+    described = [describe(*synthetic(seed, **ranges)) for seed in range(start, start + args.n)]
+    rows = [row for row, _ in described]
+    result["synthetic"] = {"pooled": pooled(rows, [ratio for _, ratio in described]), "studies": rows}
     text = json.dumps(result, indent=1)
     print(text)
     if args.output:

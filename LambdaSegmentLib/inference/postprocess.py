@@ -40,6 +40,7 @@ import numpy as np
 from scipy import ndimage
 
 from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.io.units import brain_median
 
 CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
 
@@ -165,8 +166,6 @@ def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: no brain voxel has an ADC (the study loader refuses such maps first).
     """
-    from LambdaSegmentLib.io.units import brain_median
-
     adc = np.asarray(adc, dtype=np.float32)
     median = brain_median(adc, np.asarray(brain, dtype=bool))
     if not median > 0:
