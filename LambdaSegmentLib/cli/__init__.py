@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import json
 import sys
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 from LambdaSegmentLib import __version__
 from LambdaSegmentLib.errors import BadInputError
@@ -37,6 +38,18 @@ DEBUG_FLAG = "--debug"
 # Garbage-collection thresholds of a ``lambdasegment`` process (generation 0 after 10,000
 # allocations instead of 700): see ``main``.
 PROCESS_GC_THRESHOLDS = (10_000, 10, 10)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """An argparse ``type`` for options that take a JSON object (``--synthesis``,
+    ``--model-config``): the parsed dict, or argparse's own usage error naming the option."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def requested_command(argv: Sequence[str]) -> str | None:

@@ -10,6 +10,8 @@ import argparse
 import time
 from pathlib import Path
 
+from LambdaSegmentLib.cli import json_object
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -26,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--volume-ml", type=float, nargs=2, metavar=("MIN", "MAX"), help="lesion volume range (default 0.01 300)")
     parser.add_argument("--kind", choices=["territorial", "lacunar", "embolic", "none"], help="lesion kind (default: random)")
     parser.add_argument("--adc-unit", choices=["mm2/s", "1e-3 mm2/s", "1e-6 mm2/s"], help="ADC unit (default: random)")
+    parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON",
+                        help="any other generator ranges, as train's --synthesis takes them, e.g. "
+                             "'{\"relative_adc\": [0.4, 0.7]}'; the options above override the same keys here")
     parser.add_argument("--overwrite", action="store_true", help="replace existing study files")
     parser.set_defaults(func=run)
 
@@ -39,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(None, f"--n must be at least 1, got {args.n}")
     if args.seed < 0:
         raise BadInputError(None, f"--seed must be non-negative, got {args.seed}")
-    ranges = {}
+    ranges = dict(args.synthesis)
     if args.in_plane_mm:
         ranges["in_plane_spacing_mm"] = tuple(args.in_plane_mm)
     if args.slice_mm:

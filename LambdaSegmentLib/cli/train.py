@@ -14,7 +14,6 @@ the end (from the best checkpoint), so ``--output`` always holds the best model 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -22,21 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from LambdaSegmentLib.cli import json_object
 from LambdaSegmentLib.errors import BadInputError
 
 # training.losses.LOSSES' names, spelled out so that building the parser imports no torch (a test keeps them equal)
 LOSS_NAMES = ("bce", "dice_bce", "blob_dice_bce")
 SOFT_TARGET_LOSS_NAMES = ("bce", "dice_bce")  # training.losses.SOFT_TARGET_LOSSES, spelled out as LOSS_NAMES is
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     model = parser.add_argument_group("model")
     model.add_argument("--model", default="lambda_unet", help="registered model name (see `lambdasegment models`)")
-    model.add_argument("--model-config", type=_json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
-    model.add_argument("--preprocessing", type=_json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
+    model.add_argument("--model-config", type=json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
+    model.add_argument("--preprocessing", type=json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=LOSS_NAMES, default="bce",
                        help="bce (the paper's), dice_bce (+ soft Dice) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
     model.add_argument("--freeze-batchnorm", nargs="*", default=None, metavar="NAME",
@@ -88,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--data", action="append", default=[], metavar="DIR|CSV", help="labelled training folder (BIDS/ISLES'22) or CSV; repeatable")
     data.add_argument("--synthetic", type=int, default=0, metavar="N", help="synthetic studies per epoch, made on the fly (with --data: a mix)")
     data.add_argument("--windows-per-study", type=int, default=4, help="random windows cut from each synthetic study (4)")
-    data.add_argument("--synthesis", type=_json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
+    data.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
     data.add_argument("--real-backgrounds", action="append", default=[], metavar="DIR|CSV", help="labelled folder or CSV whose studies serve as backgrounds for injected synthetic infarcts (their lesions stay labelled); repeatable")
     data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
