@@ -74,11 +74,12 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(None, f"--thick-slab must be >= 1, got {args.thick_slab}")
     cases = [case for root in args.data for case in find_labelled_cases(root)]
     packages = [load_model_package(None if spec == "bundled" else spec) for spec in args.models]
+    names = [f"{package.name} {package.version}" for package in packages]
     methods: list[tuple[str, str, Any]] = []
-    for spec, package in zip(args.models, packages):
-        label = f"{package.name} {package.version}"
-        if any(existing == label for existing, _, _ in methods):
-            label += f" ({spec})"
+    for spec, name, package in zip(args.models, names, packages):
+        # Packages that share a name and version (e.g. two stage-1 draws) are each named with their path,
+        # the first as well, so that every row says which package it is.
+        label = f"{name} ({spec})" if names.count(name) > 1 else name
         methods.append((label, dimensionality(package), package))
     if not args.no_rule:
         methods.append((RULE_NAME, "voxel", None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,12 @@ def test_evaluate_prints_table_one_and_writes_csv(labelled_folders: tuple[Path, 
     assert main(["evaluate", "--models", str(package), "--data", str(labelled_folders[1]), "--csv", str(table)]) == 2
     assert main(["evaluate", "--models", str(package), "--data", str(labelled_folders[1]), "--csv", str(table), "--overwrite", "--thick-slab", "2", "--no-rule"]) == 0
     assert "2 slices averaged per slab" in capsys.readouterr().out
+    # Two packages with the same name and version: every row names its package's path, the first too.
+    twin = tmp_path / "twin"
+    shutil.copytree(package, twin)
+    assert main(["evaluate", "--models", str(package), str(twin), "--data", str(labelled_folders[1]), "--csv", str(table), "--overwrite", "--no-rule"]) == 0
+    assert [row["method"] for row in csv.DictReader(table.open())] == [
+        f"untrained-lambda_unet 0.0.0+seed0 ({package})", f"untrained-lambda_unet 0.0.0+seed0 ({twin})"]
 
 
 def test_train_refuses_an_unknown_frozen_module_naming_the_option_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
