@@ -43,6 +43,7 @@ from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
 from harness import invocation  # noqa: E402
 from small_lesion_detection import EMBOLIC  # noqa: E402
 
+from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics.regions import posterior_fossa_mask  # noqa: E402
@@ -118,7 +119,7 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bright_dots")
-    parser.add_argument("--synthesis", type=json.loads, default={}, metavar="JSON",
+    parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON",
                         help="generator options added to both synthetic groups")
     args = parser.parse_args()
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import relative_adc  # noqa: E402
 from LambdaSegmentLib.io.units import brain_median  # noqa: E402
 from LambdaSegmentLib.preprocessing import brain_mask  # noqa: E402
@@ -71,11 +72,11 @@ def pooled(rows: list[dict[str, Any]], ratios: list[np.ndarray]) -> dict[str, An
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=12, help="synthetic studies (the search's validation seeds, from the first on)")
-    parser.add_argument("--synthesis", default="{}", help="generator ranges (JSON) under the validation studies' fixed options (skull-stripped)")
+    parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="generator ranges (JSON) under the validation studies' fixed options (skull-stripped)")
     parser.add_argument("--no-real", action="store_true", help="leave the real cases out")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    ranges = {**json.loads(args.synthesis), **VALIDATION_RANGES}
+    ranges = {**args.synthesis, **VALIDATION_RANGES}
     result: dict[str, Any] = {"command": " ".join(["benchmarks/lesion_adc.py"] + sys.argv[1:]), "synthesis": ranges}
     if not args.no_real and (ISLES / CASES["0001"]).exists():
         result["real"] = {case: describe(*load_real(case, thick=False))[0] for case in CASES}

@@ -246,14 +246,10 @@ def validation_synthesis(text: str) -> dict[str, Any]:
     Raises:
         argparse.ArgumentTypeError: not JSON, not an object, or an unknown option / bad value.
     """
+    from LambdaSegmentLib.cli import json_object
     from LambdaSegmentLib.synthesis import check_ranges
 
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
-    if not isinstance(options, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object of generator options, got {text!r}")
+    options = json_object(text)
     fixed = sorted(set(options) & set(VALIDATION_RANGES))
     if fixed:
         raise argparse.ArgumentTypeError(f"{fixed} is fixed by the protocol ({VALIDATION_RANGES}); give other generator options")

@@ -50,6 +50,7 @@ from scipy import ndimage  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.io import Volume, read_volume  # noqa: E402
 from LambdaSegmentLib.io.study import load_study  # noqa: E402
 from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL  # noqa: E402
@@ -206,15 +207,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=6)
     parser.add_argument("--first-seed", type=int, default=200)
     parser.add_argument("--tag", default="")
-    parser.add_argument("--ranges", default="{}", help="JSON overrides of DEFAULT_RANGES (e.g. to ablate a feature)")
+    parser.add_argument("--ranges", type=json_object, default={}, metavar="JSON", help="JSON overrides of DEFAULT_RANGES (e.g. to ablate a feature)")
     parser.add_argument("--kinds", default="embolic,territorial,lacunar")
     parser.add_argument("--skull-on", action="store_true", help="also the skull-on large-infarct montage")
     args = parser.parse_args()
     suffix = f"_{args.tag}" if args.tag else ""
-    extra = json.loads(args.ranges)
+    extra = args.ranges
     report: dict = {"command": "nice -n 10 .venv/bin/python benchmarks/synthesis_edge_realism.py " +
                     f"--n {args.n} --first-seed {args.first_seed}" + (f" --tag {args.tag}" if args.tag else "") +
-                    (f" --ranges '{args.ranges}'" if extra else "") + f" --kinds {args.kinds}" +
+                    (f" --ranges '{json.dumps(extra)}'" if extra else "") + f" --kinds {args.kinds}" +
                     (" --skull-on" if args.skull_on else ""),
                     "real": {}, "synthetic": []}
     real_rows = []
