@@ -35,9 +35,21 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_cases_used  # noqa: E402
 
+INFERIOR_SHARE = 0.35  # the skull-base zone: this share of the brain's slices, the lowest ones
+
 
 def _median(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
+
+
+def inferior_slices(dwi, brain: np.ndarray, share: float = INFERIOR_SHARE) -> np.ndarray:  # noqa: ANN001 (a Volume)
+    """bool (nk,): the inferior ``share`` of the slices that hold brain (bool (nk, nj, ni)), by each
+    slice's superior (LPS z) coordinate, whichever way the slice index runs."""
+    slices = [k for k in range(brain.shape[0]) if brain[k].any()]
+    superior = dwi.index_to_lps(np.array([[0.0, 0.0, float(k)] for k in slices]))[:, 2]
+    inferior = np.zeros(brain.shape[0], dtype=bool)
+    inferior[[slices[i] for i in np.argsort(superior)[: int(len(slices) * share)]]] = True
+    return inferior
 
 
 def skull_base_marks(prepared, threshold: float = 0.5) -> dict[str, float | None]:
@@ -46,10 +58,7 @@ def skull_base_marks(prepared, threshold: float = 0.5) -> dict[str, float | None
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
     dwi = dwi / np.median(dwi[prepared.brain])
     adc = np.asarray(study.adc.array, dtype=np.float64)  # load_study: 1e-3 mm^2/s
-    slices = [k for k in range(dwi.shape[0]) if prepared.brain[k].any()]
-    superior = study.dwi.index_to_lps(np.array([[0.0, 0.0, float(k)] for k in slices]))[:, 2]
-    inferior = np.zeros(dwi.shape[0], dtype=bool)
-    inferior[[slices[i] for i in np.argsort(superior)[: int(len(slices) * 0.35)]]] = True
+    inferior = inferior_slices(study.dwi, prepared.brain)
     zone = (prepared.brain & inferior[:, None, None] & (prepared.depth_mm <= 8.0)
             & ~ndimage.binary_dilation(prepared.truth, iterations=2))
     marked = zone & (prepared.probability >= threshold)

@@ -1,0 +1,67 @@
+"""``benchmarks/synthetic_false_positives.py`` and ``benchmarks/synthesis_skull_on_edge.py``: what a
+package marks outside the lesion and how bright a brain's edge is, on studies built by hand."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from LambdaSegmentLib.io import Volume
+
+
+@pytest.mark.parametrize("superior_is_plus_k", [True, False])
+def test_false_positives_are_the_marks_away_from_the_lesion(load_script, superior_is_plus_k: bool) -> None:
+    signal = load_script("benchmarks/synthetic_false_positives.py").false_positive_signal
+    shape = (10, 20, 20)  # (k, j, i), 2 mm voxels
+    brain = np.zeros(shape, dtype=bool)
+    brain[:, 2:18, 2:18] = True
+    dwi, adc = np.ones(shape), np.full(shape, 0.8)
+    truth = np.zeros(shape, dtype=bool)
+    truth[5, 9:11, 9:11] = True  # 4 voxels, DWI 2x, ADC 0.5x
+    dwi[truth], adc[truth] = 2.0, 0.4
+    mask = truth.copy()
+    mask[5, 11, 9:11] = True  # beside the lesion: within 2 voxels, not a false positive
+    lowest = 0 if superior_is_plus_k else 9  # the lowest slice, whichever way k runs
+    mask[lowest, 2, 2:8] = True  # 6 voxels on the brain's edge in the lowest slice
+    dwi[lowest, 2, 2:8], adc[lowest, 2, 2:8] = 3.0, 0.6
+    mask[9 - lowest, 8, 8] = True  # 1 voxel in the top slice, away from the sides
+    dwi[9 - lowest, 8, 8], adc[9 - lowest, 8, 8] = 3.0, 0.6
+    mask[:, 0, 0] = True  # outside the brain: not counted
+    direction = np.diag([1.0, 1.0, 1.0 if superior_is_plus_k else -1.0])  # LPS: +z is superior
+    volume = lambda array: Volume(array.astype(np.float32), (2.0, 2.0, 2.0), direction=direction)  # noqa: E731
+    study = SimpleNamespace(dwi=volume(dwi), adc=volume(adc))
+    result = signal(study, truth, mask, brain)
+    voxel_ml = 8.0 / 1000
+    assert result["truth_ml"] == pytest.approx(4 * voxel_ml, abs=1e-3)
+    assert result["fp_ml"] == pytest.approx(7 * voxel_ml, abs=1e-3)
+    assert result["fp_components"] == 2
+    assert result["fp_inferior_fraction"] == pytest.approx(6 / 7, abs=1e-3)
+    assert result["fp_depth_mm"] == pytest.approx(2.0)  # the edge voxels: one voxel inside
+    assert result["fp_dwi"] == pytest.approx(3.0)
+    assert result["fp_adc"] == pytest.approx(0.75)  # 0.6 over the brain's median ADC of 0.8
+    assert result["lesion_dwi"] == pytest.approx(2.0) and result["lesion_adc"] == pytest.approx(0.5)
+
+
+def test_no_false_positive_leaves_their_signal_empty(load_script) -> None:
+    signal = load_script("benchmarks/synthetic_false_positives.py").false_positive_signal
+    shape = (4, 8, 8)
+    brain = np.ones(shape, dtype=bool)
+    volume = Volume(np.ones(shape, dtype=np.float32), (1.0, 1.0, 3.0))
+    result = signal(SimpleNamespace(dwi=volume, adc=volume), np.zeros(shape, bool), np.zeros(shape, bool), brain)
+    assert result["fp_ml"] == 0.0 and result["fp_components"] == 0
+    assert result["fp_inferior_fraction"] is None and result["fp_adc"] is None and result["lesion_adc"] is None
+
+
+def test_edge_bands_split_at_the_brain_masks_edge(load_script, monkeypatch) -> None:
+    module = load_script("benchmarks/synthesis_skull_on_edge.py")
+    shape = (6, 40, 40)  # 2 mm in plane, 2 mm slices
+    brain = np.zeros(shape, dtype=bool)
+    brain[:, 10:30, 10:30] = True
+    dwi = np.where(brain, 1.0, 0.2)
+    dwi[:, 10, 10:30] = 3.0  # a bright edge row inside the mask
+    monkeypatch.setattr(module, "brain_mask", lambda volume: brain)  # the product's mask is tested on its own
+    bands = module.edge_bands(Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0)))
+    assert bands["inner"]["bright_fraction"] > 0 and bands["inner"]["p99"] == pytest.approx(3.0)
+    assert bands["outer"]["bright_fraction"] == 0.0 and bands["outer"]["p50"] == pytest.approx(0.2)

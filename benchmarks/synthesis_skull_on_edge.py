@@ -1,0 +1,96 @@
+"""How bright the brain's edge is on skull-on DWI: the two real clinical series against synthetic studies.
+
+Issue 13: every stage-1 network marks 8-16 mL per skull-on held-out synthetic study, almost
+all of it outside the generator's brain tissue but inside the product's brain mask
+(``synthetic_false_positives.py``). Whether real skull-on scans hold such a bright edge is
+measured here, with one brain mask for both (the product's ``preprocessing.brain_mask``, so
+that the band is where the product looks), DWI over the mask's median DWI:
+
+- ``inner``: the mask's own outer band, depth 0-4 mm (in-plane and across slices, by the
+  voxel spacing), where the marks lie;
+- ``outer``: 0-4 mm outside the mask (what the mask just left out);
+- per band: DWI p50 / p90 / p99 and the fraction of voxels above 1.5x the median
+  (``bright_fraction``: lesion-bright).
+
+Real: ``../shared/data/clinical-dwi-dicom`` (no label, no ADC; their infarcts, if any, count in
+the bands as they are). Synthetic: a folder written by ``lambdasegment synthesize`` (its
+skull-on studies only, read from each ``_params.json``), the infarct dilated by 2 voxels left out.
+
+    .venv/bin/python benchmarks/synthesis_skull_on_edge.py --data /tmp/heldout-skullon [--tag NAME]
+
+Writes ``benchmarks/results/synthesis_skull_on_edge[_TAG].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
+from LambdaSegmentLib.io import Volume, read_volume  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+from LambdaSegmentLib.training import find_labelled_cases  # noqa: E402
+from synthetic_release_gate import skull_on  # noqa: E402
+
+CLINICAL = REPO.parent / "shared" / "data" / "clinical-dwi-dicom"
+BAND_MM = 4.0
+BRIGHT = 1.5
+
+
+def band_statistics(values: np.ndarray) -> dict[str, float]:
+    """p50 / p90 / p99 and the fraction above ``BRIGHT`` of DWI / brain median values (1-D)."""
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {"p50": round(float(p50), 3), "p90": round(float(p90), 3), "p99": round(float(p99), 3),
+            "bright_fraction": round(float((values > BRIGHT).mean()), 4), "voxels": int(values.size)}
+
+
+def edge_bands(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """The two bands of the module docstring for one DWI; ``leave_out`` (bool, DWI grid) is not counted."""
+    values = np.asarray(dwi.array, dtype=np.float64)
+    brain = brain_mask(dwi)
+    values = values / np.median(values[brain])
+    keep = np.ones_like(brain) if leave_out is None else ~leave_out
+    inside_depth = edge_depth_mm(brain, dwi.spacing_mm)
+    outside_distance = ndimage.distance_transform_edt(~brain, sampling=tuple(dwi.spacing_mm[::-1]))
+    inner = brain & (inside_depth <= BAND_MM) & keep
+    outer = ~brain & (outside_distance <= BAND_MM) & keep
+    return {"inner": band_statistics(values[inner]), "outer": band_statistics(values[outer])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="synthetic folder (lambdasegment synthesize)")
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+    results: dict[str, dict] = {"real": {}, "synthetic": {}}
+    for series in ("siemens-0019983", "ge-0226308"):
+        if (CLINICAL / series).is_dir():
+            results["real"][series] = edge_bands(read_volume(CLINICAL / series))
+            print(series, json.dumps(results["real"][series]), flush=True)
+    for case in find_labelled_cases(args.data):
+        if not skull_on(args.data, case.name):
+            continue
+        truth = np.asarray(read_volume(case.mask).array) > 0
+        results["synthetic"][case.name] = edge_bands(read_volume(case.dwi), ndimage.binary_dilation(truth, iterations=2))
+        print(case.name, json.dumps(results["synthetic"][case.name]), flush=True)
+    for band in ("inner", "outer"):
+        for key in ("p90", "bright_fraction"):
+            found = [row[band][key] for row in results["synthetic"].values()]
+            if found:
+                results[f"synthetic_{band}_{key}_range"] = [min(found), max(found)]
+    out = REPO / "benchmarks" / "results" / f"synthesis_skull_on_edge{'_' + args.tag if args.tag else ''}.json"
+    out.write_text(json.dumps({"data": str(args.data), **results}, indent=1) + "\n", encoding="utf-8")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
