@@ -9,6 +9,7 @@ synthetic studies, one on the default lesions does not. Whether its marks look l
 it was taught is measured here, per study and package, with the package as the product runs it
 (``segment_study``: its threshold, post-processing and brain mask):
 
+- ``volume_dice``: against the whole true mask (1 when both are empty, as ``lambdasegment evaluate``);
 - ``fp_ml`` / ``fp_components``: marked voxels farther than 2 voxels from the true lesion;
 - ``fp_inferior_fraction``: how much of them lies in the inferior 35 % of the brain's slices
   (by each slice's superior coordinate: the skull base);
@@ -41,6 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from LambdaSegmentLib.inference import load_model_package, segment_study  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import edge_depth_mm, relative_adc  # noqa: E402
 from LambdaSegmentLib.io import Study, load_study, read_volume  # noqa: E402
+from LambdaSegmentLib.metrics import volume_dice  # noqa: E402
 from LambdaSegmentLib.training import find_labelled_cases  # noqa: E402
 from skull_base_marks import inferior_slices  # noqa: E402
 from synthetic_release_gate import skull_on  # noqa: E402
@@ -62,6 +64,7 @@ def false_positive_signal(study: Study, truth: np.ndarray, mask: np.ndarray, bra
     depth = edge_depth_mm(brain, study.dwi.spacing_mm)
     inferior = inferior_slices(study.dwi, brain)[:, None, None]
     return {
+        "volume_dice": round(volume_dice(mask, truth), 4),
         "truth_ml": round(float(truth.sum() * ml), 3),
         "marked_ml": round(float(mask.sum() * ml), 3),
         "fp_ml": round(float(fp.sum() * ml), 3),
@@ -112,7 +115,9 @@ def main() -> None:
         fp = [row for row in own if row["fp_ml"] > 0]
         summary[spec] = {
             "studies": len(own),
+            "mean_volume_dice": round(float(np.mean([row["volume_dice"] for row in own])), 4) if own else None,
             "mean_fp_ml": round(float(np.mean([row["fp_ml"] for row in own])), 3) if own else None,
+            "median_fp_ml": round(float(np.median([row["fp_ml"] for row in own])), 3) if own else None,
             "fp_weighted_inferior_fraction": round(float(
                 sum(row["fp_ml"] * row["fp_inferior_fraction"] for row in fp) / sum(row["fp_ml"] for row in fp)), 3) if fp else None,
             "median_fp_adc": _median(np.array([row["fp_adc"] for row in fp])),

@@ -35,6 +35,7 @@ def test_false_positives_are_the_marks_away_from_the_lesion(load_script, superio
     result = signal(study, truth, mask, brain)
     voxel_ml = 8.0 / 1000
     assert result["truth_ml"] == pytest.approx(4 * voxel_ml, abs=1e-3)
+    assert result["volume_dice"] == pytest.approx(2 * 4 / (4 + 23), abs=1e-4)  # all 23 marked voxels, as evaluate scores
     assert result["fp_ml"] == pytest.approx(7 * voxel_ml, abs=1e-3)
     assert result["fp_components"] == 2
     assert result["fp_inferior_fraction"] == pytest.approx(6 / 7, abs=1e-3)
