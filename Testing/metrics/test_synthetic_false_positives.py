@@ -3,6 +3,7 @@ package marks outside the lesion and how bright a brain's edge is, on studies bu
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -66,3 +67,28 @@ def test_edge_bands_split_at_the_brain_masks_edge(load_script, monkeypatch) -> N
     bands = module.edge_bands(Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0)))
     assert bands["inner"]["bright_fraction"] > 0 and bands["inner"]["p99"] == pytest.approx(3.0)
     assert bands["outer"]["bright_fraction"] == 0.0 and bands["outer"]["p50"] == pytest.approx(0.2)
+
+
+def test_skull_on_gate_pools_skull_on_rows_and_judges_against_the_default(load_script, tmp_path) -> None:
+    gate = load_script("benchmarks/skull_on_gate.py")
+    assert gate.package_name("runs/x/pretrain/pkg") == "x"
+    assert gate.package_name("runs/x/shipped/pkg") == "x/shipped"
+    assert gate.package_name("LambdaSegmentLib/resources/models/lambdaunet-dwi/") == "lambdaunet-dwi"
+
+    def row(package: str, dice: float, truth_ml: float, fp_ml: float, skull_on: bool = True) -> dict:
+        return {"package": package, "volume_dice": dice, "truth_ml": truth_ml, "fp_ml": fp_ml, "skull_on": skull_on}
+
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps({"rows": [
+        row("models/default", 0.6, 5.0, 0.2), row("runs/c/pretrain/pkg", 0.5, 5.0, 0.4),
+        row("models/default", 0.0, 5.0, 9.0, skull_on=False),  # skull-stripped: not counted
+    ]}))
+    second = tmp_path / "b.json"
+    second.write_text(json.dumps({"rows": [
+        row("models/default", 1.0, 0.0, 0.0), row("runs/c/pretrain/pkg", 0.0, 0.0, 2.0),  # no infarct: Dice not pooled
+        row("runs/only-here/pretrain/pkg", 0.9, 3.0, 0.0),  # not in every file: left out
+    ]}))
+    table = gate.pooled([first, second])
+    assert set(table) == {"default", "c"}
+    assert table["default"] == {"studies": 2, "with_infarct": 1, "dice_with_infarct": 0.6, "fp_ml_per_study": 0.1}
+    assert table["c"]["dice_with_infarct"] == 0.5 and table["c"]["fp_ml_per_study"] == pytest.approx(1.2)
