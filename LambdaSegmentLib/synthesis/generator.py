@@ -94,6 +94,11 @@ DEFAULT_RANGES: dict[str, Any] = {
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
     "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
+    # whether skull-on studies get that shell too: real skull-on DWI shows none at the brain's
+    # edge (benchmarks/synthesis_skull_on_edge.py), where a skull-stripped study's mask rim
+    # keeps one. False draws the shell all the same and leaves it out, so every other draw of
+    # the study stays as with True, the default (every study as before)
+    "skull_on_dura": True,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
     "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
@@ -225,6 +230,8 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     expansion_lo, expansion_hi = _checked_range(merged, "csf_expansion")
     if not 0.0 <= expansion_lo <= expansion_hi <= 10.0:
         raise ValueError(f"csf_expansion must be a (lo, hi) range within [0, 10], got {merged['csf_expansion']!r}")
+    if not isinstance(merged["skull_on_dura"], bool):
+        raise ValueError(f"skull_on_dura must be true or false, got {merged['skull_on_dura']!r}")
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
     if not 0.0 <= noise_lo <= noise_hi:
         raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
@@ -625,7 +632,8 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
     params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf, atrophy=atrophy,
-                  tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura, vessels=vessels)
+                  tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura and (skull_stripped or options["skull_on_dura"]),
+                  vessels=vessels)
     expansion_lo, expansion_hi = _range(options["csf_expansion"])
     expansion = 0.0
     if expansion_hi > 0.0:
@@ -718,7 +726,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             signal_0 = signal_0 + csf_out * s0_csf
             signal_b = signal_b + csf_out * s0_csf * np.exp(-bk * adc_csf)
             outside = outside - csf_out
-        if dura_patches is not None:
+        if dura_patches is not None and (skull_stripped or options["skull_on_dura"]):
             # dura / partial-volume shell hugging the surface: bright b1000, low ADC
             shell = outside * np.exp(-(((distance - dura_offset) / 1.5) ** 2)) * per_sample(dura_patches, k, n_sub, head)
             signal_0 = signal_0 + shell * dura_s0

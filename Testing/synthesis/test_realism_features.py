@@ -348,3 +348,22 @@ def test_faint_ranges_are_checked():
         generate(1, faint_lesion_probability=1.5)
     with pytest.raises(ValueError, match="faint_core_dwi_ratio"):
         generate(1, faint_core_dwi_ratio=(0.5, 1.2))
+
+
+@pytest.mark.needs_atlas
+def test_skull_on_dura_false_leaves_only_the_shell_out_of_skull_on_studies():
+    """``skull_on_dura=False``: a skull-on study loses the bright dura shell outside its brain and
+    nothing else (the shell is drawn all the same: noise, lesion and anatomy are the same draws);
+    a skull-stripped study is unchanged."""
+    seed = next(s for s in range(40, 80) if generate(s, **SMALL, skull_stripped=False).params["dura"])
+    on, off = generate(seed, **SMALL, skull_stripped=False), generate(seed, **SMALL, skull_stripped=False, skull_on_dura=False)
+    changed = ~np.isclose(on.dwi.array, off.dwi.array, rtol=1e-5, atol=1e-6)
+    deep = ndimage.binary_erosion(on.tissue.array >= 2, iterations=2)  # partial-volume edge voxels left out
+    assert changed.any() and not changed[deep].any()  # only outside the brain and on its edge
+    assert (on.dwi.array[changed] > off.dwi.array[changed]).mean() > 0.9  # the shell is what brightened them
+    assert np.array_equal(on.mask.array, off.mask.array) and on.params["lesion"] == off.params["lesion"]
+    assert on.params["dura"] and not off.params["dura"]
+    stripped = [generate(seed, **SMALL, skull_stripped=True, skull_on_dura=flag) for flag in (True, False)]
+    assert np.array_equal(stripped[0].dwi.array, stripped[1].dwi.array)
+    with pytest.raises(ValueError, match="skull_on_dura"):
+        generate(seed, skull_on_dura="no")
