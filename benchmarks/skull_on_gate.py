@@ -5,7 +5,7 @@
         benchmarks/results/synthetic_false_positives_skull-on-16-fresh.json --default lambdaunet-dwi
 
 Reads ``synthetic_false_positives.py`` results (their skull-on rows only; a package is named by its
-directory, the last part of its path, or the part before ``/pretrain/pkg`` or ``/shipped/pkg``)
+directory's last part, or for ``runs/X/STAGE/pkg`` by ``X`` (stage ``pretrain``) or ``X/STAGE``)
 and prints, per package found in every file: the skull-on studies, the mean volume Dice over
 those with an infarct, the mean false positives per study (mL), and with ``--default`` whether it
 passes: Dice at least the default's minus ``DICE_MARGIN`` and false positives at most the

@@ -1,10 +1,11 @@
 """How bright the brain's edge is on skull-on DWI: the two real clinical series against synthetic studies.
 
-Issue 13: every stage-1 network marks 8-16 mL per skull-on held-out synthetic study, almost
-all of it outside the generator's brain tissue but inside the product's brain mask
-(``synthetic_false_positives.py``). Whether real skull-on scans hold such a bright edge is
-measured here, with one brain mask for both (the product's ``preprocessing.brain_mask``, so
-that the band is where the product looks), DWI over the mask's median DWI:
+Issue 13: stage-1 networks mark skull-on synthetic studies at the brain mask's edge, most of it
+on the generator's dura shell (``synthetic_false_positives.py``; the model card's rules 69-71).
+How bright that edge is, real against synthetic, is measured here with one brain mask for both
+(the product's ``preprocessing.brain_mask``, so that the band is where the product looks), DWI
+over the mask's median DWI. The inner band moves with the mask's edge: without the shell it
+lies on the cortex, so this statistic does not isolate the shell.
 
 - ``inner``: the mask's own outer band, depth 0-4 mm (in-plane and across slices, by the
   voxel spacing), where the marks lie;

@@ -4,10 +4,9 @@
         --packages LambdaSegmentLib/resources/models/lambdaunet-dwi runs/x/pretrain/pkg [--skull-on-only] \\
         [--montages]
 
-Issue 13, rule 68: a stage 1 trained on restricted lesions marks the skull base of skull-on
-synthetic studies, one on the default lesions does not. Whether its marks look like the lesions
-it was taught is measured here, per study and package, with the package as the product runs it
-(``segment_study``: its threshold, post-processing and brain mask):
+Issue 13, rules 68-71: where packages mark skull-on (and other) synthetic studies, and whether
+those marks look like the lesions they were taught, per study and package, with the package as
+the product runs it (``segment_study``: its threshold, post-processing and brain mask):
 
 - ``volume_dice``: against the whole true mask (1 when both are empty, as ``lambdasegment evaluate``);
 - ``fp_ml`` / ``fp_components``: marked voxels farther than 2 voxels from the true lesion;

@@ -94,10 +94,10 @@ DEFAULT_RANGES: dict[str, Any] = {
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
     "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
-    # whether skull-on studies get that shell too: real skull-on DWI shows none at the brain's
-    # edge (benchmarks/synthesis_skull_on_edge.py), where a skull-stripped study's mask rim
-    # keeps one. False draws the shell all the same and leaves it out, so every other draw of
-    # the study stays as with True, the default (every study as before)
+    # whether skull-on studies get that shell too: the two real skull-on series show none at the
+    # skull base by eye (no statistic separates it from the cortex yet), where a skull-stripped
+    # study's mask rim keeps one. False draws the shell all the same and leaves it out, so every
+    # other draw of the study stays as with True, the default (every study as before)
     "skull_on_dura": True,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
@@ -628,12 +628,12 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     extra_axial = _draw(rng, options["extra_axial_csf_mm"])
     dura = bool(rng.random() < options["dura_probability"])
     dura_s0, dura_adc, dura_offset = _draw(rng, options["dura_s0"]), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
+    dura_shell = dura and (skull_stripped or options["skull_on_dura"])  # drawn either way: see skull_on_dura
     vessels = bool(rng.random() < options["vessel_probability"])
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)
     params.update(adc_gm=adc_gm, adc_wm=adc_wm, adc_csf=adc_csf, s0_gm=s0_gm, s0_csf=s0_csf, atrophy=atrophy,
-                  tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura and (skull_stripped or options["skull_on_dura"]),
-                  vessels=vessels)
+                  tissue_sharpening=sharpening, sulcal_csf=sulcal, dura=dura_shell, vessels=vessels)
     expansion_lo, expansion_hi = _range(options["csf_expansion"])
     expansion = 0.0
     if expansion_hi > 0.0:
@@ -661,6 +661,8 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     vessel_map = (np.exp(-((smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2)
                          - (smooth_noise(rng, shape, 2.0 * sheet_sigma) / 0.3) ** 2) if vessels else None)
     dura_patches = np.clip(0.6 + smooth_noise(rng, shape, 6.0 / in_plane), 0.0, 1.0) if dura else None
+    if not dura_shell:
+        dura_patches = None  # drawn all the same above, so that every later draw stays as with the shell
 
     def per_sample(field: np.ndarray, k: int, n_sub: int, head: np.ndarray) -> np.ndarray:
         """A slice of an acquisition-grid field at slice k's thin samples inside the head box."""
@@ -726,7 +728,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             signal_0 = signal_0 + csf_out * s0_csf
             signal_b = signal_b + csf_out * s0_csf * np.exp(-bk * adc_csf)
             outside = outside - csf_out
-        if dura_patches is not None and (skull_stripped or options["skull_on_dura"]):
+        if dura_patches is not None:
             # dura / partial-volume shell hugging the surface: bright b1000, low ADC
             shell = outside * np.exp(-(((distance - dura_offset) / 1.5) ** 2)) * per_sample(dura_patches, k, n_sub, head)
             signal_0 = signal_0 + shell * dura_s0
