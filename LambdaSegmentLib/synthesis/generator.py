@@ -122,6 +122,13 @@ DEFAULT_RANGES: dict[str, Any] = {
     # the partners' amplitude relative to their originals, drawn once per study (> 1: the partners
     # are the brighter side; the brighter side always peaks at susceptibility_gain)
     "susceptibility_side_gain": (1.0, 1.0),
+    # the subject's size: template mm per subject mm, drawn per study (the isotropic part of the
+    # pose, with a few per cent of anisotropy on top). The MNI152 template is larger than most
+    # brains: at 0.9-1.1 the product's brain mask measures 1,500-2,500 mL on skull-stripped studies,
+    # the two real ISLES'22 brains 1,169 and 1,447 mL (benchmarks/bright_dots.py); > 1 shrinks the
+    # whole head and every lesion drawn in template space with it. The default leaves every study
+    # as before, the random stream included (one uniform either way)
+    "template_scale": (0.9, 1.1),
     # sharper anatomy
     "tissue_sharpening": (1.5, 3.0),  # power on the partial-volume fractions (1: the template's blur)
     "sulcal_csf": (0.2, 0.9),  # share of cortical GM turned into thin sulcal CSF sheets
@@ -230,6 +237,9 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     expansion_lo, expansion_hi = _checked_range(merged, "csf_expansion")
     if not 0.0 <= expansion_lo <= expansion_hi <= 10.0:
         raise ValueError(f"csf_expansion must be a (lo, hi) range within [0, 10], got {merged['csf_expansion']!r}")
+    scale_lo, scale_hi = _checked_range(merged, "template_scale")
+    if not 0.5 <= scale_lo <= scale_hi <= 2.0:
+        raise ValueError(f"template_scale must be a (lo, hi) range within [0.5, 2], got {merged['template_scale']!r}")
     if not isinstance(merged["skull_on_dura"], bool):
         raise ValueError(f"skull_on_dura must be true or false, got {merged['skull_on_dura']!r}")
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
@@ -290,10 +300,11 @@ class _Subject:
         return np.asarray([-100.0, -140.0, -80.0], dtype=np.float32)
 
 
-def _make_subject(rng: np.random.Generator, affine: np.ndarray) -> _Subject:
+def _make_subject(rng: np.random.Generator, affine: np.ndarray, template_scale: tuple[float, float]) -> _Subject:
+    """The subject's pose, size (``template_scale``: template mm per subject mm), warp and ventricles."""
     centre = np.asarray([0.0, -18.0, 10.0], dtype=np.float32)
     rotation = rotation_matrix(np.deg2rad(rng.uniform(-1, 1, 3) * np.asarray([12.0, 6.0, 8.0])))
-    scale = np.diag(rng.uniform(0.9, 1.1) * rng.uniform(0.96, 1.04, 3))
+    scale = np.diag(rng.uniform(*template_scale) * rng.uniform(0.96, 1.04, 3))
     spacing = 25.0
     shape = (int(200 / spacing) + 2, int(240 / spacing) + 2, int(200 / spacing) + 2)
     amplitude = rng.uniform(0.5, 3.0)
@@ -496,7 +507,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         bool(options["skull_stripped"]) if options["skull_stripped"] is not None
         else bool(rng.random() < options["skull_stripped_probability"])
     )
-    subject = _make_subject(rng, template.affine)
+    subject = _make_subject(rng, template.affine, _range(options["template_scale"]))
     # brain centre in scanner LPS, plus FOV/coverage cropping offsets
     centre_ras = subject.centre_ras + subject.shift_mm
     centre_lps = centre_ras * np.asarray([-1.0, -1.0, 1.0]) + rng.uniform(-1, 1, 3) * np.asarray([6.0, 8.0, 12.0])
@@ -506,7 +517,8 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         flip_j=bool(rng.random() < 0.5),
     )
     params.update(in_plane_spacing_mm=in_plane, slice_thickness_mm=thickness, slice_gap_mm=gap,
-                  oblique=oblique, tilt_deg=tilt, b_value=b_value, adc_unit=unit, skull_stripped=skull_stripped)
+                  oblique=oblique, tilt_deg=tilt, b_value=b_value, adc_unit=unit, skull_stripped=skull_stripped,
+                  template_scale=float(np.cbrt(abs(np.linalg.det(subject.matrix)))))
 
     # 4. infarct and look-alikes, on the template
     kind = options["lesion_kind"]

@@ -367,3 +367,22 @@ def test_skull_on_dura_false_leaves_only_the_shell_out_of_skull_on_studies():
     assert np.array_equal(stripped[0].dwi.array, stripped[1].dwi.array)
     with pytest.raises(ValueError, match="skull_on_dura"):
         generate(seed, skull_on_dura="no")
+
+
+@pytest.mark.needs_atlas
+def test_template_scale_sets_the_subjects_size_and_keeps_every_other_draw():
+    """``template_scale`` (template mm per subject mm): a fixed scale s gives a brain s³ times
+    smaller in volume than at 1, with the same lesion kind and signal draws; the pose's drawn size
+    is recorded; the default range is the old one (0.9-1.1)."""
+    fixed = {**SMALL, "skull_stripped": True, "slice_thickness_mm": 2.0}
+    unit, small = generate(5, **fixed, template_scale=1.0), generate(5, **fixed, template_scale=1.2)
+    voxel_ml = unit.dwi.voxel_volume_mm3 / 1000.0
+    brain_ml = [float((study.tissue.array > 0).sum()) * voxel_ml for study in (unit, small)]
+    # the 3 % anisotropy is drawn per axis on top, and the mask's edge is voxelised: a few per cent
+    assert brain_ml[1] / brain_ml[0] == pytest.approx(1.2**-3, rel=0.08)
+    assert unit.params["lesion"]["kind"] == small.params["lesion"]["kind"]
+    assert unit.params["lesion"]["signal"] == small.params["lesion"]["signal"]
+    assert small.params["template_scale"] == pytest.approx(1.2, rel=0.05)
+    assert 0.9 * 0.96 <= generate(5, **fixed).params["template_scale"] <= 1.1 * 1.04
+    with pytest.raises(ValueError, match="template_scale"):
+        generate(5, template_scale=(1.2, 0.9))
