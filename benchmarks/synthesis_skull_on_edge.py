@@ -11,7 +11,16 @@ lies on the cortex, so this statistic does not isolate the shell.
   voxel spacing), where the marks lie;
 - ``outer``: 0-4 mm outside the mask (what the mask just left out);
 - per band: DWI p50 / p90 / p99 and the fraction of voxels above 1.5x the median
-  (``bright_fraction``: lesion-bright).
+  (``bright_fraction``: lesion-bright);
+- ``profile``: at the skull base (the inferior 35 % of the mask's slices, as
+  ``skull_base_marks.py``), the median DWI of the mask's in-plane depth layers
+  (``PROFILE_LAYERS_MM``, in-plane only, so thick slices are never mixed), and ``rise``, the
+  3-4.5 mm layer over the 6-9 mm one: whether the signal has reached the brain's own a few
+  voxels in. The generator's shell lies inside the mask there, over its extra-axial CSF, so the
+  CSF sits in that layer and lowers ``rise`` (the same studies with and without the shell,
+  ``skull_on_dura``); the shallower layers hold a voxel or none at 1.5-2 mm in-plane spacing,
+  so they are reported, not used. A low rise can also come from anything else dark under the
+  mask's edge (extra-axial CSF, atrophy), so it is a necessary sign of a shell, not a proof.
 
 Real: ``../shared/data/clinical-dwi-dicom`` (no label, no ADC; their infarcts, if any, count in
 the bands as they are). Synthetic: a folder written by ``lambdasegment synthesize`` (its
@@ -40,11 +49,13 @@ from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.io import Volume, read_volume  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.training import find_labelled_cases  # noqa: E402
+from skull_base_marks import inferior_slices  # noqa: E402
 from synthetic_release_gate import skull_on  # noqa: E402
 
 CLINICAL = REPO.parent / "shared" / "data" / "clinical-dwi-dicom"
 BAND_MM = 4.0
 BRIGHT = 1.5
+PROFILE_LAYERS_MM = ((0.0, 1.5), (1.5, 3.0), (3.0, 4.5), (4.5, 6.0), (6.0, 9.0))
 
 
 def band_statistics(values: np.ndarray) -> dict[str, float]:
@@ -67,6 +78,26 @@ def edge_bands(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, di
     return {"inner": band_statistics(values[inner]), "outer": band_statistics(values[outer])}
 
 
+def skull_base_profile(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, object]:
+    """The ``profile`` of the module docstring for one DWI: median DWI / brain median per in-plane
+    depth layer (mm) at the skull base, and ``rise`` (None where a layer is empty)."""
+    values = np.asarray(dwi.array, dtype=np.float64)
+    brain = brain_mask(dwi)
+    values = values / np.median(values[brain])
+    zone = brain & inferior_slices(dwi, brain)[:, None, None]
+    if leave_out is not None:
+        zone &= ~leave_out
+    depth = np.zeros(brain.shape)
+    for k in np.flatnonzero(zone.any(axis=(1, 2))):  # (k, j, i): depth within each slice, never across
+        depth[k] = ndimage.distance_transform_edt(brain[k], sampling=(dwi.spacing_mm[1], dwi.spacing_mm[0]))
+    medians = []
+    for lo, hi in PROFILE_LAYERS_MM:
+        layer = zone & (depth > lo) & (depth <= hi)
+        medians.append(round(float(np.median(values[layer])), 3) if layer.any() else None)
+    rise = round(medians[2] / medians[-1], 3) if medians[2] is not None and medians[-1] else None
+    return {"layers_mm": [list(layer) for layer in PROFILE_LAYERS_MM], "median": medians, "rise": rise}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="synthetic folder (lambdasegment synthesize)")
@@ -75,19 +106,25 @@ def main() -> None:
     results: dict[str, dict] = {"real": {}, "synthetic": {}}
     for series in ("siemens-0019983", "ge-0226308"):
         if (CLINICAL / series).is_dir():
-            results["real"][series] = edge_bands(read_volume(CLINICAL / series))
+            dwi = read_volume(CLINICAL / series)
+            results["real"][series] = {**edge_bands(dwi), "profile": skull_base_profile(dwi)}
             print(series, json.dumps(results["real"][series]), flush=True)
     for case in find_labelled_cases(args.data):
         if not skull_on(args.data, case.name):
             continue
         truth = np.asarray(read_volume(case.mask).array) > 0
-        results["synthetic"][case.name] = edge_bands(read_volume(case.dwi), ndimage.binary_dilation(truth, iterations=2))
+        dwi, leave_out = read_volume(case.dwi), ndimage.binary_dilation(truth, iterations=2)
+        results["synthetic"][case.name] = {**edge_bands(dwi, leave_out), "profile": skull_base_profile(dwi, leave_out)}
         print(case.name, json.dumps(results["synthetic"][case.name]), flush=True)
     for band in ("inner", "outer"):
         for key in ("p90", "bright_fraction"):
             found = [row[band][key] for row in results["synthetic"].values()]
             if found:
                 results[f"synthetic_{band}_{key}_range"] = [min(found), max(found)]
+    rises = [row["profile"]["rise"] for row in results["synthetic"].values() if row["profile"]["rise"] is not None]
+    if rises:
+        results["synthetic_profile_rise_range"] = [min(rises), max(rises)]
+        results["synthetic_profile_rise_median"] = round(float(np.median(rises)), 3)
     out = REPO / "benchmarks" / "results" / f"synthesis_skull_on_edge{'_' + args.tag if args.tag else ''}.json"
     out.write_text(json.dumps({"data": str(args.data), **results}, indent=1) + "\n", encoding="utf-8")
     print(f"written: {out}")

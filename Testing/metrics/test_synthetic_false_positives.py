@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from LambdaSegmentLib.io import Volume
 
@@ -67,6 +68,32 @@ def test_edge_bands_split_at_the_brain_masks_edge(load_script, monkeypatch) -> N
     bands = module.edge_bands(Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0)))
     assert bands["inner"]["bright_fraction"] > 0 and bands["inner"]["p99"] == pytest.approx(3.0)
     assert bands["outer"]["bright_fraction"] == 0.0 and bands["outer"]["p50"] == pytest.approx(0.2)
+
+
+def test_skull_base_profile_rises_slower_under_a_dark_layer(load_script, monkeypatch) -> None:
+    """The profile's layers are in-plane depths at the skull base (the inferior 35 % of the slices,
+    by their superior coordinate); a grey-then-dark layer under the mask's edge (a shell over CSF)
+    lowers ``rise``; the upper slices do not count."""
+    module = load_script("benchmarks/synthesis_skull_on_edge.py")
+    shape = (10, 40, 40)  # slice k = 0 is the most inferior (LPS z grows with k)
+    brain = np.zeros(shape, dtype=bool)
+    brain[:, 5:35, 5:35] = True
+    plain = np.where(brain, 1.0, 0.0)
+    plain[:, 5, 5:35] = plain[:, 34, 5:35] = plain[:, 5:35, 5] = plain[:, 5:35, 34] = 0.5  # partial-volume edge
+    shelled = plain.copy()
+    depth = np.stack([ndimage.distance_transform_edt(section) for section in brain])
+    ring = depth == 4  # the fourth voxel in (3-4.5 mm at 1 mm), under the grey edge voxels
+    shelled[:3][ring[:3]] = 0.2  # dark CSF under the shell, on the inferior slices only
+    monkeypatch.setattr(module, "brain_mask", lambda volume: brain)
+    spacing = (1.0, 1.0, 4.0)
+    rise_plain = module.skull_base_profile(Volume(plain.astype(np.float32), spacing))["rise"]
+    profile = module.skull_base_profile(Volume(shelled.astype(np.float32), spacing))
+    assert rise_plain == pytest.approx(1.0)
+    assert profile["rise"] == pytest.approx(0.2) and profile["median"][0] == pytest.approx(0.5)
+    assert profile["median"][1] == pytest.approx(1.0)  # depths 2-3 untouched
+    upper = plain.copy()
+    upper[5:][ring[5:]] = 0.2  # the same layer on upper slices only: not the skull base
+    assert module.skull_base_profile(Volume(upper.astype(np.float32), spacing))["rise"] == pytest.approx(1.0)
 
 
 def test_skull_on_gate_pools_skull_on_rows_and_judges_against_the_default(load_script, tmp_path) -> None:
