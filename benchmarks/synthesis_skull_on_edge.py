@@ -14,7 +14,8 @@ lies on the cortex, so this statistic does not isolate the shell.
   (``bright_fraction``: lesion-bright);
 - ``profile``: at the skull base (the inferior 35 % of the mask's slices, as
   ``skull_base_marks.py``), the median DWI of the mask's in-plane depth layers
-  (``PROFILE_LAYERS_MM``, in-plane only, so thick slices are never mixed), and ``rise``, the
+  (``PROFILE_LAYERS_MM``, in-plane only, so thick slices are never mixed; meant for axial or
+  near-axial stacks, as the real series and the generator's are), and ``rise``, the
   3-4.5 mm layer over the 6-9 mm one: whether the signal has reached the brain's own a few
   voxels in. The generator's shell lies inside the mask there, over its extra-axial CSF, so the
   CSF sits in that layer and lowers ``rise`` (the same studies with and without the shell,
