@@ -66,10 +66,11 @@ def band_statistics(values: np.ndarray) -> dict[str, float]:
             "bright_fraction": round(float((values > BRIGHT).mean()), 4), "voxels": int(values.size)}
 
 
-def edge_bands(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, dict[str, float]]:
-    """The two bands of the module docstring for one DWI; ``leave_out`` (bool, DWI grid) is not counted."""
+def edge_bands(dwi: Volume, leave_out: np.ndarray | None = None, brain: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """The two bands of the module docstring for one DWI; ``leave_out`` (bool, DWI grid) is not counted;
+    ``brain``: the product's brain mask of ``dwi`` when the caller has it already (else computed)."""
     values = np.asarray(dwi.array, dtype=np.float64)
-    brain = brain_mask(dwi)
+    brain = brain_mask(dwi) if brain is None else brain
     values = values / np.median(values[brain])
     keep = np.ones_like(brain) if leave_out is None else ~leave_out
     inside_depth = edge_depth_mm(brain, dwi.spacing_mm)
@@ -79,11 +80,12 @@ def edge_bands(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, di
     return {"inner": band_statistics(values[inner]), "outer": band_statistics(values[outer])}
 
 
-def skull_base_profile(dwi: Volume, leave_out: np.ndarray | None = None) -> dict[str, object]:
+def skull_base_profile(dwi: Volume, leave_out: np.ndarray | None = None, brain: np.ndarray | None = None) -> dict[str, object]:
     """The ``profile`` of the module docstring for one DWI: median DWI / brain median per in-plane
-    depth layer (mm) at the skull base, and ``rise`` (None where a layer is empty)."""
+    depth layer (mm) at the skull base, and ``rise`` (None where a layer is empty); ``leave_out``
+    and ``brain`` as for :func:`edge_bands`."""
     values = np.asarray(dwi.array, dtype=np.float64)
-    brain = brain_mask(dwi)
+    brain = brain_mask(dwi) if brain is None else brain
     values = values / np.median(values[brain])
     zone = brain & inferior_slices(dwi, brain)[:, None, None]
     if leave_out is not None:
@@ -108,14 +110,17 @@ def main() -> None:
     for series in ("siemens-0019983", "ge-0226308"):
         if (CLINICAL / series).is_dir():
             dwi = read_volume(CLINICAL / series)
-            results["real"][series] = {**edge_bands(dwi), "profile": skull_base_profile(dwi)}
+            brain = brain_mask(dwi)  # once for both measures
+            results["real"][series] = {**edge_bands(dwi, brain=brain), "profile": skull_base_profile(dwi, brain=brain)}
             print(series, json.dumps(results["real"][series]), flush=True)
     for case in find_labelled_cases(args.data):
         if not skull_on(args.data, case.name):
             continue
         truth = np.asarray(read_volume(case.mask).array) > 0
         dwi, leave_out = read_volume(case.dwi), ndimage.binary_dilation(truth, iterations=2)
-        results["synthetic"][case.name] = {**edge_bands(dwi, leave_out), "profile": skull_base_profile(dwi, leave_out)}
+        brain = brain_mask(dwi)
+        results["synthetic"][case.name] = {**edge_bands(dwi, leave_out, brain),
+                                           "profile": skull_base_profile(dwi, leave_out, brain)}
         print(case.name, json.dumps(results["synthetic"][case.name]), flush=True)
     for band in ("inner", "outer"):
         for key in ("p90", "bright_fraction"):

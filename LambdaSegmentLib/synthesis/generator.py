@@ -95,9 +95,10 @@ DEFAULT_RANGES: dict[str, Any] = {
     "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
     "dura_probability": 0.7,  # a thin bright shell of dura / partial volume at the brain surface
     # whether skull-on studies get that shell too: the two real skull-on series show none at the
-    # skull base by eye (no statistic separates it from the cortex yet), where a skull-stripped
-    # study's mask rim keeps one. False draws the shell all the same and leaves it out, so every
-    # other draw of the study stays as with True, the default (every study as before)
+    # skull base, by eye and by the skull-base depth profile of benchmarks/synthesis_skull_on_edge.py,
+    # where a skull-stripped study's mask rim keeps one; it stays on by default because it teaches
+    # stage 1 to leave the real rims alone (issue 13, rule 72). False draws the shell all the same
+    # and leaves it out, so every other draw of the study stays as with True (every study as before)
     "skull_on_dura": True,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
