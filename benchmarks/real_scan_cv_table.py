@@ -21,8 +21,8 @@ checkpoint chosen on the case it is scored on, or that trained on it (the fold r
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "real_scan_cv"
@@ -137,7 +137,11 @@ def held_out_means(labels: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--means"] and len(sys.argv) > 2:
-        print(held_out_means(sys.argv[2:]))
+    # argparse, so that a mistyped flag (or --help) is an error, not a silent rewrite of ablation.md
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--means", nargs="+", metavar="LABEL", help="print these result files' held-out means instead")
+    args = parser.parse_args()
+    if args.means:
+        print(held_out_means(args.means))
     else:
         main()
