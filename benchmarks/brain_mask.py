@@ -197,7 +197,7 @@ def skull_stripped_detection() -> list[dict]:
         work = module._coarse_in_plane(dwi)
         brain = module._onto_grid(module._dwi_morphology(work, *module._bright_tissue(work, brain_foreground(work))), work, dwi)
         nonzero = np.asarray(dwi.array) != 0
-        near = module._in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= module.STRIPPED_TOLERANCE_MM
+        near = module.in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= module.STRIPPED_TOLERANCE_MM
         return float((near & nonzero).sum() / nonzero.sum())
 
     def row(name: str, kind: str, dwi: Volume, truth: np.ndarray | None) -> dict:

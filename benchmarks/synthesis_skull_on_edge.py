@@ -48,7 +48,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.io import Volume, read_volume  # noqa: E402
-from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+from LambdaSegmentLib.preprocessing.brain_mask import brain_mask, in_plane_distance_mm  # noqa: E402
+from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis  # noqa: E402
 from LambdaSegmentLib.training import find_labelled_cases  # noqa: E402
 from skull_base_marks import inferior_slices  # noqa: E402
 from synthetic_release_gate import skull_on  # noqa: E402
@@ -90,9 +91,7 @@ def skull_base_profile(dwi: Volume, leave_out: np.ndarray | None = None, brain: 
     zone = brain & inferior_slices(dwi, brain)[:, None, None]
     if leave_out is not None:
         zone &= ~leave_out
-    depth = np.zeros(brain.shape)
-    for k in np.flatnonzero(zone.any(axis=(1, 2))):  # (k, j, i): depth within each slice, never across
-        depth[k] = ndimage.distance_transform_edt(brain[k], sampling=(dwi.spacing_mm[1], dwi.spacing_mm[0]))
+    depth = in_plane_distance_mm(brain, dwi, find_slice_axis(dwi))  # within each slice, never across
     medians = []
     for lo, hi in PROFILE_LAYERS_MM:
         layer = zone & (depth > lo) & (depth <= hi)

@@ -119,7 +119,7 @@ def is_skull_stripped(dwi: Volume, brain: np.ndarray) -> bool:
     if nonzero.mean() > 1.0 - STRIPPED_MIN_ZERO_FRACTION:
         return False
     slice_axis = find_slice_axis(dwi)
-    near = _in_plane_distance_mm(~brain, dwi, slice_axis) <= STRIPPED_TOLERANCE_MM
+    near = in_plane_distance_mm(~brain, dwi, slice_axis) <= STRIPPED_TOLERANCE_MM
     in_plane = tuple(a for a in range(3) if a != 2 - slice_axis)
     per_slice = nonzero.sum(axis=in_plane)
     occupied = np.flatnonzero(per_slice)
@@ -177,7 +177,7 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
     image = dwi.with_array(tissue.astype(np.uint8)).to_sitk()
     # The seed: bright tissue deep inside the head (the scalp is its outer layer), eroded
     # in-plane so that thin bridges to the orbits and the scalp break, largest 3D component.
-    deep = _in_plane_distance_mm(head, dwi, slice_axis) >= HEAD_EDGE_MM
+    deep = in_plane_distance_mm(head, dwi, slice_axis) >= HEAD_EDGE_MM
     seed = sitk.BinaryErode(dwi.with_array((tissue & deep).astype(np.uint8)).to_sitk(),
                             _radius(dwi, EROSION_MM, slice_axis), sitk.sitkBall)
     core = _largest_component(seed)
@@ -200,7 +200,7 @@ def _dwi_morphology(dwi: Volume, tissue: np.ndarray, head: np.ndarray) -> np.nda
     return _fill_holes_in_plane(sitk.GetArrayFromImage(brain).astype(bool), slice_axis)
 
 
-def _in_plane_distance_mm(region: np.ndarray, dwi: Volume, slice_axis: int) -> np.ndarray:
+def in_plane_distance_mm(region: np.ndarray, dwi: Volume, slice_axis: int) -> np.ndarray:
     """In-plane distance (mm) of each voxel of ``region`` to the nearest voxel outside it in
     its slice, the FOV's edge counting as outside (0 outside the region)."""
     sampling = list(dwi.spacing_mm[::-1])  # array axes (k, j, i)
