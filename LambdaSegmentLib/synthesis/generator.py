@@ -98,7 +98,9 @@ DEFAULT_RANGES: dict[str, Any] = {
     # skull base, by eye and by the skull-base depth profile of benchmarks/synthesis_skull_on_edge.py,
     # where a skull-stripped study's mask rim keeps one; it stays on by default because it teaches
     # stage 1 to leave the real rims alone (issue 13, rule 72). False draws the shell all the same
-    # and leaves it out, so every other draw of the study stays as with True (every study as before)
+    # and leaves it out, so every other draw of the study stays as with True (every study as before);
+    # a probability p in [0, 1] keeps it in a fraction p of the skull-on studies, drawn from its own
+    # generator so that every other draw stays as with True (issue 13, rule 80)
     "skull_on_dura": True,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
@@ -243,8 +245,9 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     scale_lo, scale_hi = _checked_range(merged, "template_scale")
     if not 0.5 <= scale_lo <= scale_hi <= 2.0:
         raise ValueError(f"template_scale must be a (lo, hi) range within [0.5, 2], got {merged['template_scale']!r}")
-    if not isinstance(merged["skull_on_dura"], bool):
-        raise ValueError(f"skull_on_dura must be true or false, got {merged['skull_on_dura']!r}")
+    shell = merged["skull_on_dura"]
+    if not (isinstance(shell, (bool, int, float)) and 0.0 <= float(shell) <= 1.0):
+        raise ValueError(f"skull_on_dura must be true, false or a probability in [0, 1], got {shell!r}")
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
     if not 0.0 <= noise_lo <= noise_hi:
         raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
@@ -643,7 +646,9 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     extra_axial = _draw(rng, options["extra_axial_csf_mm"])
     dura = bool(rng.random() < options["dura_probability"])
     dura_s0, dura_adc, dura_offset = _draw(rng, options["dura_s0"]), rng.uniform(0.3, 1.1), rng.uniform(0.5, 2.5)
-    dura_shell = dura and (skull_stripped or options["skull_on_dura"])  # drawn either way: see skull_on_dura
+    # drawn either way, from its own generator: see skull_on_dura (True and False keep every study as before)
+    skull_on_shell = bool(np.random.default_rng([int(seed), 20261127, 1]).random() < float(options["skull_on_dura"]))
+    dura_shell = dura and (skull_stripped or skull_on_shell)
     vessels = bool(rng.random() < options["vessel_probability"])
     vessel_s0, vessel_adc = rng.uniform(1.0, 3.0), rng.uniform(0.4, 1.2)
     scalp_inner, scalp_outer = rng.uniform(3.0, 7.0), rng.uniform(12.0, 18.0)

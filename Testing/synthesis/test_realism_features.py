@@ -370,6 +370,30 @@ def test_skull_on_dura_false_leaves_only_the_shell_out_of_skull_on_studies():
 
 
 @pytest.mark.needs_atlas
+def test_skull_on_dura_probability_keeps_the_shell_in_part_of_the_skull_on_studies():
+    """``skull_on_dura=p``: each skull-on study that draws a shell keeps it with probability p, by a
+    draw of its own, so the study is exactly its ``True`` or its ``False`` version (every other draw
+    unchanged) and the same seed gives the same study; 0 and 1 are ``False`` and ``True``."""
+    shelled = [s for s in range(40, 50) if generate(s, **SMALL, skull_stripped=False, skull_on_dura=1.0).params["dura"]]
+    half = {s: generate(s, **SMALL, skull_stripped=False, skull_on_dura=0.5) for s in shelled}
+    kept = [s for s in shelled if half[s].params["dura"]]
+    left = [s for s in shelled if not half[s].params["dura"]]
+    assert kept and left  # both outcomes among the studies that draw a shell
+    for seed, flag in ((kept[0], True), (left[0], False)):
+        reference = generate(seed, **SMALL, skull_stripped=False, skull_on_dura=flag)
+        assert np.array_equal(half[seed].dwi.array, reference.dwi.array)
+        assert np.array_equal(half[seed].adc.array, reference.adc.array)
+        assert np.array_equal(half[seed].mask.array, reference.mask.array)
+    again = generate(left[0], **SMALL, skull_stripped=False, skull_on_dura=0.5)
+    assert np.array_equal(again.dwi.array, half[left[0]].dwi.array)  # deterministic per seed
+    assert np.array_equal(generate(left[0], **SMALL, skull_stripped=False, skull_on_dura=0.0).dwi.array,
+                          generate(left[0], **SMALL, skull_stripped=False, skull_on_dura=False).dwi.array)
+    for bad in (1.5, -0.1, "half", None):
+        with pytest.raises(ValueError, match="skull_on_dura"):
+            generate(left[0], skull_on_dura=bad)
+
+
+@pytest.mark.needs_atlas
 def test_template_scale_sets_the_subjects_size_and_keeps_every_other_draw():
     """``template_scale`` (template mm per subject mm): a fixed scale s gives a brain s³ times
     smaller in volume than at 1, with the same lesion kind and signal draws; the pose's drawn size
