@@ -81,7 +81,7 @@ from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, e
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
-from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402
+from LambdaSegmentLib.metrics.regions import false_positive_ml_by_contact, false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402
 from LambdaSegmentLib.metrics.thick_slices import thick_slice_study  # noqa: E402
 
 ISLES = REPO.parent / "shared" / "data" / "isles22"
@@ -295,6 +295,7 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
                                                posterior_fossa=prepared.posterior_fossa, voxel_volume_mm3=voxel))
     else:
         row["fp_ml"] = float(np.count_nonzero((mask != 0) & ~truth) * voxel / 1000)
+    row.update(false_positive_ml_by_contact(mask, truth, voxel_volume_mm3=voxel))  # rule 79: border / detached
     return row
 
 
@@ -498,7 +499,7 @@ def main() -> None:
             for method, row in fold_result["scores"][setting].items():
                 print(f"fold {fold} {held_out} {setting:6s} {method:22s} Dice {row['volume_dice']:.3f} lesF1 {row['lesion_f1']:.3f} "
                       f"|dV| {row['abs_dv_ml']:6.2f} FP {row['fp_ml']:5.2f} (edge {row['fp_edge_ml']:.2f}, PF {row['fp_posterior_fossa_ml']:.2f}, "
-                      f"else {row['fp_elsewhere_ml']:.2f}) mL", flush=True)
+                      f"else {row['fp_elsewhere_ml']:.2f}; border {row['fp_border_ml']:.2f}, detached {row['fp_detached_ml']:.2f}) mL", flush=True)
         if args.synthetic:
             # both folds of one package with one post-processing (e.g. --postprocessing package)
             # score the same synthetic studies identically: computed once

@@ -122,17 +122,23 @@ def large_size_choices(minimum_ml: float = 0.3) -> str:
 
 def held_out_means(labels: list[str]) -> str:
     """Per result file and over all: mean volume Dice / lesion F1 / false-positive mL of the
-    held-out scores (both folds, native and 6 mm), and each fold's synthetic >= 100 mL Dice."""
-    lines, pooled = [], []
+    held-out scores (both folds, native and 6 mm), and each fold's synthetic >= 100 mL Dice.
+    Where every file records rule 79's split, the detached false-positive mL follows."""
+    lines, pooled, detached = [], [], []
     for label in labels:
         result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
         scores = [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
         means = [sum(score[key] for score in scores) / len(scores) for key in ("volume_dice", "lesion_f1", "fp_ml")]
         large = ", ".join(f"{fold} {dice_cell(large_synthetic_dice(entry))}" for fold, entry in result["folds"].items())
-        lines.append(f"{label}: {means[0]:.4f} / {means[1]:.4f} / {means[2]:.3f} mL; >= 100 mL synthetic: {large}")
+        split = ""
+        if all("fp_detached_ml" in score for score in scores):
+            detached.append(sum(score["fp_detached_ml"] for score in scores) / len(scores))
+            split = f" (detached {detached[-1]:.3f} mL)"
+        lines.append(f"{label}: {means[0]:.4f} / {means[1]:.4f} / {means[2]:.3f} mL{split}; >= 100 mL synthetic: {large}")
         pooled.append(means)
     overall = [sum(column) / len(pooled) for column in zip(*pooled)]
-    lines.append(f"mean over {len(pooled)}: {overall[0]:.4f} / {overall[1]:.4f} / {overall[2]:.3f} mL")
+    split = f" (detached {sum(detached) / len(detached):.3f} mL)" if len(detached) == len(pooled) else ""
+    lines.append(f"mean over {len(pooled)}: {overall[0]:.4f} / {overall[1]:.4f} / {overall[2]:.3f} mL{split}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,11 @@ this order:
    MNI152 brain mask to the study's brain mask (``synthesis.template``; evaluation-time
    only, it needs the atlas in ``../shared`` and nilearn);
 3. ``elsewhere``.
+
+A second split of the same voxels (:func:`false_positive_ml_by_contact`, issue 13's rule 79)
+tells the infarct's own border, which a clinician trims, from separate marks, which a clinician
+has to find and delete: ``border`` voxels belong to a predicted component that holds a reference
+voxel, ``detached`` ones to a component that holds none (lesion-wise F1's false detections).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from LambdaSegmentLib.io import Volume
+from LambdaSegmentLib.metrics.isles import label_lesions
 
 EDGE_MM = 6.0
 POSTERIOR_FOSSA_LABELS = tuple(range(25, 31))  # basilar, superior and inferior cerebellar, both sides
@@ -70,3 +76,27 @@ def false_positive_ml_by_region(
         "fp_posterior_fossa_ml": float(fossa.sum() * ml),
         "fp_elsewhere_ml": float((false_positive & ~edge & ~fossa).sum() * ml),
     }
+
+
+def false_positive_ml_by_contact(prediction: np.ndarray, truth: np.ndarray, *, voxel_volume_mm3: float) -> dict[str, float]:
+    """False-positive mL split into the reference lesions' border and detached marks.
+
+    Components are 26-connected, as :func:`metrics.isles.lesion_detection` counts them, so
+    ``fp_detached_ml`` is the volume of lesion-wise F1's false-positive detections.
+
+    Args:
+        prediction, truth: binary (nk, nj, ni).
+        voxel_volume_mm3: one voxel's volume.
+
+    Returns:
+        ``fp_border_ml`` (false-positive voxels of predicted components that hold a reference
+        voxel) and ``fp_detached_ml`` (those of components that hold none); they add up to the
+        false-positive mL.
+    """
+    predicted, reference = np.asarray(prediction) != 0, np.asarray(truth) != 0
+    labels, _ = label_lesions(predicted)
+    touching = np.unique(labels[predicted & reference])
+    false_positive = predicted & ~reference
+    border = false_positive & np.isin(labels, touching[touching != 0])
+    ml = voxel_volume_mm3 / 1000.0
+    return {"fp_border_ml": float(border.sum() * ml), "fp_detached_ml": float((false_positive & ~border).sum() * ml)}

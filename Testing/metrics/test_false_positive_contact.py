@@ -1,0 +1,86 @@
+"""Issue 13's rule 79: false positives on the reference lesions' border apart from detached marks
+(``metrics.regions.false_positive_ml_by_contact``), as ``benchmarks/real_scan_cv.py`` scores them
+and ``benchmarks/real_scan_cv_table.py --means`` reports them."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from LambdaSegmentLib.metrics.isles import lesion_detection
+from LambdaSegmentLib.metrics.regions import false_positive_ml_by_contact
+
+
+def scene() -> tuple[np.ndarray, np.ndarray]:
+    """A 2x2x2 reference lesion; the prediction finds it with a one-voxel-wide border on one side,
+    a spur and a spot joined to the found lesion only through a corner (26-connected, so border),
+    and two spots apart (detached)."""
+    truth = np.zeros((6, 12, 12), bool)
+    truth[2:4, 4:6, 4:6] = True
+    prediction = truth.copy()
+    prediction[2:4, 4:6, 6] = True  # border: 4 voxels next to the lesion
+    prediction[4, 6, 7] = True  # spur: corner-joined to the border voxel (3, 5, 6)
+    prediction[0, 10, 10] = True  # detached spot
+    prediction[1, 1, 1] = True  # detached spot
+    prediction[1, 3, 3] = True  # border: joined to the lesion's corner voxel (2, 4, 4) only
+    return prediction, truth
+
+
+def test_border_and_detached_false_positives_add_up_and_follow_26_connectivity() -> None:
+    prediction, truth = scene()
+    split = false_positive_ml_by_contact(prediction, truth, voxel_volume_mm3=1000.0)
+    assert split == {"fp_border_ml": 6.0, "fp_detached_ml": 2.0}
+    assert sum(split.values()) == np.count_nonzero(prediction & ~truth)  # the issue's false-positive mL
+    # detached = lesion-wise F1's false detections (one voxel each here)
+    assert split["fp_detached_ml"] == lesion_detection(prediction, truth).false_positives
+
+
+def test_a_mark_beside_a_lesion_it_does_not_reach_is_detached() -> None:
+    truth = np.zeros((4, 10, 10), bool)
+    truth[1:3, 2:4, 2:4] = True
+    prediction = np.zeros_like(truth)
+    prediction[1:3, 2:4, 5:7] = True  # one empty column away: no reference voxel in its component
+    assert false_positive_ml_by_contact(prediction, truth, voxel_volume_mm3=8.0) == {"fp_border_ml": 0.0, "fp_detached_ml": 8 * 8.0 / 1000}
+    assert false_positive_ml_by_contact(np.zeros_like(truth), truth, voxel_volume_mm3=8.0) == {"fp_border_ml": 0.0, "fp_detached_ml": 0.0}
+
+
+@pytest.fixture(scope="module")
+def cv(load_script):
+    return load_script("benchmarks/real_scan_cv.py")
+
+
+@pytest.fixture(scope="module")
+def table(load_script):
+    return load_script("benchmarks/real_scan_cv_table.py")
+
+
+def test_the_cross_validation_scores_carry_the_split(cv) -> None:
+    prediction, truth = scene()
+    prepared = SimpleNamespace(truth=truth, study=SimpleNamespace(dwi=SimpleNamespace(voxel_volume_mm3=2000.0)), posterior_fossa=None)
+    row = cv.score(prepared, prediction)
+    assert row["fp_ml"] == pytest.approx(16.0)
+    assert (row["fp_border_ml"], row["fp_detached_ml"]) == (pytest.approx(12.0), pytest.approx(4.0))
+
+
+def result_file(directory, label: str, detached: float | None) -> None:  # noqa: ANN001
+    model = {"volume_dice": 0.5, "lesion_f1": 0.25, "fp_ml": 1.0}
+    if detached is not None:
+        model["fp_detached_ml"] = detached
+    folds = {fold: {"scores": {grid: {"model": model} for grid in ("native", "6mm")}} for fold in ("A", "B")}
+    (directory / f"{label}.json").write_text(json.dumps({"folds": folds}), encoding="utf-8")
+
+
+def test_the_means_report_detached_false_positives_only_where_every_file_has_them(table, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(table, "RESULTS", tmp_path)
+    result_file(tmp_path, "new1", 0.25)
+    result_file(tmp_path, "new2", 0.75)
+    result_file(tmp_path, "old", None)
+    both_new = table.held_out_means(["new1", "new2"]).splitlines()
+    assert both_new[0].startswith("new1: 0.5000 / 0.2500 / 1.000 mL (detached 0.250 mL)")
+    assert both_new[-1] == "mean over 2: 0.5000 / 0.2500 / 1.000 mL (detached 0.500 mL)"
+    mixed = table.held_out_means(["new1", "old"]).splitlines()
+    assert mixed[1].startswith("old: 0.5000 / 0.2500 / 1.000 mL;")
+    assert mixed[-1] == "mean over 2: 0.5000 / 0.2500 / 1.000 mL"
