@@ -11,6 +11,8 @@
 # `benchmarks/real_scan_cv_table.py --means LABEL...` gives the row's held-out means.
 # SYNTHESIS_EXTRA='{"edge_relative_adc": [0.65, 0.85]}' adds generator ranges to stage 2's synthesis
 # (those of its stage 1, when that changed the lesions; issue 13's rule 64).
+# STAGE2_OPTIONS='--rim-windows 0.3' adds `lambdasegment train` options to both folds' stage 2
+# (split on spaces; issue 13's rule 81).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -22,12 +24,13 @@ if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
     S_TW=$("${PYTHON:-.venv/bin/python}" -c 'import json, sys; print(json.dumps({**json.loads(sys.argv[1]), **json.loads(sys.argv[2])}))' \
         "$S_TW" "$SYNTHESIS_EXTRA" 2>/dev/null) || { echo "cv_row.sh: SYNTHESIS_EXTRA is not a JSON object: $SYNTHESIS_EXTRA" >&2; exit 2; }
 fi
+read -r -a stage2_options <<< "${STAGE2_OPTIONS:-}"
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
     rm -rf "$runs/pretrain/pkg" && cp -r "$STAGE1" "$runs/pretrain/pkg"
     for fold in foldA foldB; do
-        RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed"
+        RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}"
     done
     RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
         scripts/train_cv.sh evaluate-seeded

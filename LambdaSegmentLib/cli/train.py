@@ -81,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="ranges for the generator, e.g. '{\"in_plane_spacing_mm\": 2.0}'")
     data.add_argument("--real-backgrounds", action="append", default=[], metavar="DIR|CSV", help="labelled folder or CSV whose studies serve as backgrounds for injected synthetic infarcts (their lesions stay labelled); repeatable")
     data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
+    data.add_argument("--rim-windows", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows cut around one of the case's own bright edge rims (DWI >= 2x the brain median within 8 mm of the brain's edge, unlabelled), seen as negatives (0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
@@ -194,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--carve-probability", "needs --real-backgrounds DIR: the carved lesions are those cases' expert lesions")
     if args.carve_probability > 0 and args.synthetic <= 0:
         raise BadInputError("--carve-probability", "needs --synthetic N > 0: the carved lesions are pasted into synthetic studies")
+    if args.rim_windows > 0 and not args.real_backgrounds:
+        raise BadInputError("--rim-windows", "needs --real-backgrounds DIR: the rims are those cases' own")
+    if not 0.0 <= args.rim_windows <= 1.0:
+        raise BadInputError("--rim-windows", f"must be in [0, 1], got {args.rim_windows}")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
     if args.distill_weight is not None and not args.teacher:
@@ -227,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         real_backgrounds=args.real_backgrounds,
         real_background_studies=args.real_background_studies,
         carve_probability=args.carve_probability,
+        rim_window_probability=args.rim_windows,
     )
     try:
         module = SegmentationModule(

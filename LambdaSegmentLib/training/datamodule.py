@@ -54,6 +54,9 @@ class SegmentationDataModule(L.LightningDataModule):
         carve_probability: share of synthetic studies given 1-3 of the real backgrounds'
             expert lesions, carved out and pasted in (CarveMix, ``carved_lesions.py``); needs
             ``real_backgrounds`` (the same cases are the sources); 0 = none.
+        rim_window_probability: share of real-background windows cut around one of the
+            background's own bright edge rims (``real_backgrounds.bright_rim_voxels``), seen
+            as negatives; needs ``real_backgrounds``; 0 = none (the windows as before).
     """
 
     def __init__(
@@ -76,8 +79,13 @@ class SegmentationDataModule(L.LightningDataModule):
         real_backgrounds: Sequence[str | Path] = (),
         real_background_studies: int = 0,
         carve_probability: float = 0.0,
+        rim_window_probability: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= rim_window_probability <= 1.0:
+            raise ValueError(f"rim_window_probability must be in [0, 1], got {rim_window_probability}")
+        if rim_window_probability > 0 and not real_backgrounds:
+            raise ValueError("rim_window_probability > 0 needs real_backgrounds: the rims are those cases' own")
         if not data and synthetic_studies <= 0 and real_background_studies <= 0:
             raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
         if bool(real_backgrounds) != (real_background_studies > 0):
@@ -103,6 +111,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.real_background_paths = [Path(p) for p in real_backgrounds]
         self.real_background_studies = int(real_background_studies)
         self.carve_probability = float(carve_probability)
+        self.rim_window_probability = float(rim_window_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -159,6 +168,8 @@ class SegmentationDataModule(L.LightningDataModule):
                     studies=self.real_background_studies,
                     **studies,
                     augment=functools.partial(augment_window, dwi_channel=channels.index("dwi"), eadc_channel=channels.index("eadc")),
+                    rim_probability=self.rim_window_probability,
+                    dwi_channel=channels.index("dwi"),
                 )
             )
         merged = parts[0]
@@ -209,6 +220,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 "method": "synthetic infarcts injected through S0 and ADC (training/real_backgrounds.py), "
                 "0-3 per study, 25 % as 6 mm slabs, window augmentation (training/window_augmentation.py)",
             }
+            if self.rim_window_probability > 0:
+                described["real_backgrounds"]["rim_window_probability"] = self.rim_window_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

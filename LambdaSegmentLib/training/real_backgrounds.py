@@ -19,6 +19,13 @@ real edges, rims and artefacts are negatives every time:
    lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5);
 4. heavy augmentation follows on the model grid (:mod:`.window_augmentation`).
 
+Windows are cut around a lesion (``lesion_probability``) or anywhere. With
+``rim_probability`` > 0 that share of windows is instead cut around one of the background's
+own bright edge rims (:func:`bright_rim_voxels`: unlabelled voxels at least twice the brain's
+median DWI within 8 mm of the brain's edge in-plane), so the susceptibility and partial-volume
+rims of the real case are seen as negatives far more often than lesion-centred windows show
+them (issue 13, rule 81: those rims are what the folds mark on the other case).
+
 Training-time only (it needs the template, the atlas and the generator).
 """
 
@@ -40,9 +47,17 @@ from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
 
 from .cases import LabelledCase
 from .prepared import PreparedCase, prepare_labelled
-from .windows import random_window
+from .windows import random_window, window_holding
 
 CSF_ADC = 1.6  # 10⁻³ mm²/s: at or above this a voxel is CSF, never infarcted here
+#: A bright edge rim (:func:`bright_rim_voxels`): within this in-plane depth below the brain's
+#: edge, at least this many times the brain's median DWI: the skull-base zone and brightness of
+#: ``benchmarks/skull_base_marks.py``, without its inferior-slices limit (rims lie at the
+#: occipital poles too).
+RIM_DEPTH_MM = 8.0
+RIM_DWI = 2.0
+#: DWI channel normalisations in brain-median units, on which :data:`RIM_DWI` can be read.
+RIM_NORMALISATIONS = frozenset({"brain_median", "brain_median_clip4"})
 
 
 @dataclass(frozen=True)
@@ -150,14 +165,40 @@ def inject_infarcts(
     return new, background.lesion | injected, drawn
 
 
+def bright_rim_voxels(case: PreparedCase, *, dwi_channel: int, in_plane_spacing_mm: float,
+                      depth_mm: float = RIM_DEPTH_MM, brightness: float = RIM_DWI) -> np.ndarray:
+    """(n, 3) int (slice, row, column) model-grid voxels of ``case``'s bright edge rims.
+
+    A rim voxel is brain (DWI channel > 0: a real background is skull-stripped, 0 outside),
+    unlabelled, within ``depth_mm`` of the brain's edge in its own slice, and at least
+    ``brightness`` on the DWI channel, which the ``brain_median_clip4`` normalisation puts in
+    brain-median units. The depth is in-plane only: a thick slab's neighbours lie 6 mm away,
+    and the rims are in-plane structures.
+
+    Args:
+        case: a prepared real-background study (channels (c, t, h, w), mask (t, h, w)).
+        dwi_channel: index of the DWI channel in ``case.channels``.
+        in_plane_spacing_mm: the model grid's in-plane spacing (the manifest's preprocessing).
+    """
+    dwi = case.channels[dwi_channel]
+    brain = dwi > 0
+    padded = np.pad(brain, ((0, 0), (1, 1), (1, 1)))  # the field of view's border is an edge too
+    depth = np.stack([ndimage.distance_transform_edt(plane, sampling=in_plane_spacing_mm) for plane in padded])
+    rim = brain & (depth[:, 1:-1, 1:-1] <= depth_mm) & (dwi >= brightness) & (case.mask == 0)
+    return np.argwhere(rim)
+
+
 class RealBackgroundWindows(Dataset):
     """``studies`` augmented real-background studies per epoch, ``windows_per_study`` windows each.
 
     Study ``s`` of epoch ``e`` draws its background, its 0-3 injected infarcts and its
     acquisition (native, or 3 slices averaged into a thick slab with probability
     ``thick_probability``) from ``default_rng([base_seed, e, s])``; windows are cut as from
-    synthetic studies and augmented by ``augment`` (a window, rng → window function).
-    Consecutive items share a study (a one-study cache), so keep it unshuffled.
+    synthetic studies and augmented by ``augment`` (a window, rng → window function); with
+    ``rim_probability`` > 0 that share of windows holds a :func:`bright_rim_voxels` voxel of the
+    study instead (its window rng draws that choice first; at 0 nothing extra is drawn, so the
+    windows are exactly those without the option). Consecutive items share a study (a one-study
+    cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -174,9 +215,21 @@ class RealBackgroundWindows(Dataset):
         lesion_probability: float = 0.7,
         thick_probability: float = 0.25,
         augment: Any = None,
+        rim_probability: float = 0.0,
+        dwi_channel: int | None = None,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
+        if not 0.0 <= rim_probability <= 1.0:
+            raise ValueError(f"rim_probability must be in [0, 1], got {rim_probability}")
+        if rim_probability > 0 and dwi_channel is None:
+            raise ValueError("rim_probability > 0 needs the DWI channel's index (dwi_channel)")
+        if rim_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
+            raise ValueError("rim_probability > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): "
+                             "the rims' depth is measured on it")
+        if rim_probability > 0 and dict(preprocessing.get("normalization", {})).get("dwi") not in RIM_NORMALISATIONS:
+            raise ValueError(f"rim_probability > 0 needs the DWI channel in brain-median units (normalization "
+                             f"{sorted(RIM_NORMALISATIONS)}): the rims' brightness is read on it")
         self.backgrounds = list(backgrounds)
         self.studies, self.windows_per_study = int(studies), int(windows_per_study)
         self.preprocessing = dict(preprocessing)
@@ -184,7 +237,8 @@ class RealBackgroundWindows(Dataset):
         self.base_seed, self.epoch = int(base_seed), int(epoch)
         self.lesion_probability, self.thick_probability = float(lesion_probability), float(thick_probability)
         self.augment = augment
-        self._cache: tuple[int, PreparedCase] | None = None
+        self.rim_probability, self.dwi_channel = float(rim_probability), dwi_channel
+        self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
         return self.studies * self.windows_per_study
@@ -202,8 +256,16 @@ class RealBackgroundWindows(Dataset):
     def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
         study, window = divmod(int(item), self.windows_per_study)
         if self._cache is None or self._cache[0] != study:
-            self._cache = (study, self.make_study(study))
+            case = self.make_study(study)
+            rims = (bright_rim_voxels(case, dwi_channel=int(self.dwi_channel),
+                                      in_plane_spacing_mm=float(self.preprocessing["in_plane_spacing_mm"]))
+                    if self.rim_probability > 0 else None)
+            self._cache = (study, case, rims)
+        _, case, rims = self._cache
         rng = np.random.default_rng([self.base_seed, self.epoch, study, window])
-        out = random_window(self._cache[1], rng, self.window_slices, self.size_hw, self.lesion_probability)
+        if rims is not None and rng.random() < self.rim_probability and len(rims):
+            out = window_holding(case, rims[rng.integers(len(rims))], rng, self.window_slices, self.size_hw)
+        else:
+            out = random_window(case, rng, self.window_slices, self.size_hw, self.lesion_probability)
         return self.augment(out, rng) if self.augment is not None else out
 

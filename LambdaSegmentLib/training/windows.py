@@ -65,15 +65,26 @@ def random_window(
     max_start = max(0, t - window_slices)
     max_offset = (max(0, h - size_hw[0]), max(0, w - size_hw[1]))
     if with_lesion:
-        lt, lh, lw = lesion_voxels[rng.integers(len(lesion_voxels))]
-        start = int(np.clip(lt - rng.integers(0, window_slices), 0, max_start))
-        offset = tuple(
-            int(np.clip(centre - rng.integers(0, size), 0, limit))
-            for centre, size, limit in ((lh, size_hw[0], max_offset[0]), (lw, size_hw[1], max_offset[1]))
-        )
-    else:
-        start = int(rng.integers(0, max_start + 1))
-        offset = (int(rng.integers(0, max_offset[0] + 1)), int(rng.integers(0, max_offset[1] + 1)))
+        return window_holding(case, lesion_voxels[rng.integers(len(lesion_voxels))], rng, window_slices, size_hw)
+    start = int(rng.integers(0, max_start + 1))
+    offset = (int(rng.integers(0, max_offset[0] + 1)), int(rng.integers(0, max_offset[1] + 1)))
+    return cut_window(case, start, window_slices, size_hw, offset)
+
+
+def window_holding(
+    case: PreparedCase, voxel_thw: np.ndarray, rng: np.random.Generator, window_slices: int, size_hw: tuple[int, int]
+) -> dict[str, torch.Tensor]:
+    """A window of ``case`` that holds the voxel ``voxel_thw`` (slice, row, column), at a random
+    place within the window (clipped to the study)."""
+    _c, t, h, w = case.channels.shape
+    max_start = max(0, t - window_slices)
+    max_offset = (max(0, h - size_hw[0]), max(0, w - size_hw[1]))
+    lt, lh, lw = (int(v) for v in voxel_thw)
+    start = int(np.clip(lt - rng.integers(0, window_slices), 0, max_start))
+    offset = tuple(
+        int(np.clip(centre - rng.integers(0, size), 0, limit))
+        for centre, size, limit in ((lh, size_hw[0], max_offset[0]), (lw, size_hw[1], max_offset[1]))
+    )
     return cut_window(case, start, window_slices, size_hw, offset)
 
 

@@ -10,10 +10,15 @@ import torch
 from scipy import ndimage
 
 from LambdaSegmentLib.training import SegmentationDataModule, find_labelled_cases
-from LambdaSegmentLib.training.real_backgrounds import CSF_ADC, inject_infarcts, load_background
+from LambdaSegmentLib.cli import main
+from LambdaSegmentLib.training.prepared import PreparedCase
+from LambdaSegmentLib.training.real_backgrounds import (
+    CSF_ADC, RealBackgroundWindows, bright_rim_voxels, inject_infarcts, load_background,
+)
 from LambdaSegmentLib.training.window_augmentation import augment_window
 
 from lambdasegment_training_helpers import TINY_PREPROCESSING, write_bids_case
+from test_cli import train_args
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +132,72 @@ def test_a_dwi_asymmetry_channel_is_computed_from_the_injected_study(background_
         np.testing.assert_allclose(case.channels[2], prepare_input(study, contra).channels[2], atol=1e-5)
         unchanged = prepare_input(background.study, contra).channels[2]
         assert not np.allclose(case.channels[2], unchanged, atol=1e-3)
+
+
+def test_bright_rims_are_unlabelled_bright_voxels_near_the_brain_edge_in_their_own_slice() -> None:
+    """Rule 81's rim windows: which voxels count as a rim (2 mm grid, 8 mm deep, 2 x the median)."""
+    t, h, w = 4, 40, 40
+    yy, xx = np.mgrid[:h, :w]
+    radius = np.hypot(yy - 20, xx - 20)
+    dwi = np.where(radius < 15, 1.0, 0.0)[None].repeat(t, axis=0)
+    dwi[:, (radius >= 13) & (radius < 15)] = 2.5  # a bright ring in the outer 4 mm of every slice
+    dwi[:, 18:22, 18:22] = 3.0  # as bright, 10 mm deep or more: a lesion's place, not a rim
+    mask = np.zeros((t, h, w), dtype=np.float32)
+    mask[1, (radius >= 13) & (radius < 15) & (yy < 20)] = 1.0  # a labelled part of the ring stays a lesion
+    case = PreparedCase("rims", np.stack([np.ones_like(dwi) * 0.5, dwi]).astype(np.float32), mask)
+    rims = bright_rim_voxels(case, dwi_channel=1, in_plane_spacing_mm=2.0)
+    found = np.zeros((t, h, w), dtype=bool)
+    found[tuple(rims.T)] = True
+    ring = (radius >= 13) & (radius < 15)
+    assert found[0][ring].all() and found[3][ring].all()
+    assert not found[:, 18:22, 18:22].any()
+    assert not (found & (mask > 0)).any() and found[1][ring & (yy >= 20)].all()
+    assert not found[:, radius >= 15].any()
+    # depth is in-plane: a slice whose brain is one small disk is all edge, whatever its neighbours hold
+    dwi[2] = np.where(radius < 3, 2.5, 0.0)
+    small = bright_rim_voxels(PreparedCase("rims", np.stack([np.ones_like(dwi), dwi]).astype(np.float32), mask),
+                              dwi_channel=1, in_plane_spacing_mm=2.0)
+    assert (small[:, 0] == 2).sum() == int((radius < 3).sum())
+    # the depth is in mm: on a 4 mm grid 8 mm is 2 voxels, so the ring's inner voxels (2-2.3 voxels deep) drop out
+    coarse = bright_rim_voxels(case, dwi_channel=1, in_plane_spacing_mm=4.0)
+    assert {tuple(v) for v in coarse} < {tuple(v) for v in rims}
+
+
+@pytest.mark.needs_atlas
+def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Path) -> None:
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                        windows_per_study=1, size_hw=(32, 32), seed=3)
+    datamodule.setup()
+    common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=6, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
+    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
+    off = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=0.0, dwi_channel=1)
+    always = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.0, dwi_channel=1)
+    for item in range(len(plain)):
+        a, b = plain[item], off[item]
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+    for item in range(len(always)):
+        study = always.make_study(item // 6)
+        rims = bright_rim_voxels(study, dwi_channel=1, in_plane_spacing_mm=4.0)
+        assert len(rims), "the synthetic background has no bright rim to test with"
+        window = always[item]
+        assert ((window["image"][1] >= 2.0) & (window["mask"][0] == 0)).any()  # 16 x 16 of a larger slice: the rim came with it
+    again = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.0, dwi_channel=1)
+    assert torch.equal(again[3]["image"], always[3]["image"])  # deterministic per seed
+    with pytest.raises(ValueError, match="rim_probability must be in"):
+        RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.5, dwi_channel=1)
+    with pytest.raises(ValueError, match="brain-median units"):
+        RealBackgroundWindows(datamodule.backgrounds, **{**common, "preprocessing": {
+            **TINY_PREPROCESSING, "normalization": {"dwi": "none", "eadc": "clip01"}}}, rim_probability=0.3, dwi_channel=1)
+    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                    windows_per_study=1, size_hw=(32, 32), seed=3, rim_window_probability=0.3)
+    served.setup()
+    assert served.description()["real_backgrounds"]["rim_window_probability"] == 0.3
+    assert "rim_window_probability" not in datamodule.description()["real_backgrounds"]
+
+
+def test_rim_windows_need_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ValueError, match="needs real_backgrounds"):
+        SegmentationDataModule(synthetic_studies=2, rim_window_probability=0.3)
+    assert main(train_args(tmp_path / "pkg", "--rim-windows", "0.3")) == 2
+    assert "--rim-windows" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
