@@ -77,8 +77,8 @@ from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment
 from LambdaSegmentLib.inference.package import MANIFEST_FILE, attach_partner_network  # noqa: E402
 from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
-from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc  # noqa: E402
-from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc, with_bilateral  # noqa: E402
+from LambdaSegmentLib.preprocessing.symmetry import ContralateralRegistration, contralateral_search, register_contralateral  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_contact, false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402
@@ -99,7 +99,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # --seed-packages: a seed package's probability at or above this marks where it detects a lesion
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
-STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc")
+STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -115,6 +115,10 @@ GRID = {
     # largest kept median ADC of a lesion / the brain's median ADC (postprocess.PostProcessing.
     # max_relative_adc); off first, so a tie keeps it off (issue 13's rule 63)
     "adc": (None, 0.95, 0.9, 0.85, 0.8),
+    # in-plane radius (mm) within which a lesion's registered mirror region is searched for another
+    # candidate lesion, one found dropping it (postprocess.PostProcessing.bilateral_partner_mm);
+    # off first, so a tie keeps it off (issue 13's rule 82). --bilateral-partner-mm fixes it on.
+    "bilateral": (None, 4.0),
 }
 
 
@@ -131,10 +135,11 @@ class Prepared:
     depth_mm: np.ndarray
     pair: tuple[np.ndarray, np.ndarray]
     adc_ratio: np.ndarray  # postprocess.relative_adc of the study on the brain mask
+    registration: ContralateralRegistration  # the study's registered mirror (pair is its DWI pair)
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
-    _components: dict[tuple[bool, float, float | None, float], Components] | None = None
+    _components: dict[tuple[bool, float, float | None, float, float | None], Components] | None = None
     _searched: dict[float, np.ndarray] | None = None
 
     def contralateral(self, search_mm: float) -> np.ndarray:
@@ -145,9 +150,9 @@ class Prepared:
         return self._searched[search_mm]
 
     def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0,
-                   grow_threshold: float | None = None) -> Components:
+                   grow_threshold: float | None = None, bilateral_mm: float | None = None) -> Components:
         self._components = self._components or {}
-        key = (flips, threshold, grow_threshold, search_mm)
+        key = (flips, threshold, grow_threshold, search_mm, bilateral_mm)
         if key not in self._components:
             if flips and self.flipped_probability is None:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
@@ -161,12 +166,17 @@ class Prepared:
                 contralateral=self.contralateral(search_mm), grow_threshold=grow_threshold,
                 adc_ratio=self.adc_ratio,
             )
+            if bilateral_mm is not None:
+                components = self._components[key]
+                self._components[key] = with_bilateral(components, self.registration.mirrored_labels(components.labels),
+                                                       self.study.dwi, bilateral_mm)
         return self._components[key]
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
         # the search radius only changes what the contralateral check sees
         search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
-        return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold).mask(settings)
+        return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold,
+                               settings.bilateral_partner_mm).mask(settings)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:
@@ -221,10 +231,11 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
             print(f"  {name}: seed package refused by segment_study ({error}); no seeds", flush=True)
             seed_probability = np.zeros(brain.shape, dtype=np.float32)
         seed = (seed_probability >= SEED_THRESHOLD) & brain
+    registration = register_contralateral(study.dwi, brain)
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
-        depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=contralateral_dwi(study.dwi, brain),
-        adc_ratio=relative_adc(np.asarray(study.adc.array), brain),
+        depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=registration.pair(),
+        adc_ratio=relative_adc(np.asarray(study.adc.array), brain), registration=registration,
         posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
         seed=seed,
     )
@@ -299,17 +310,22 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
     return row
 
 
-def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"]) -> list[PostProcessing]:
+def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
+                       bilateral_mm: float | None = None) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
-    a step not searched keeps its first value, the threshold 0.5)."""
+    a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
+    bilateral step on at that radius in every setting, searched or not."""
     grid = {**GRID, "threshold": tuple(thresholds)}
+    if bilateral_mm is not None:
+        grid["bilateral"] = (bilateral_mm,)
+        steps = (*steps, "bilateral")
     axes = [grid[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
-                           max_relative_adc=a)
-            for t, s, e, c, r, f, g, a in itertools.product(*axes)
+                           max_relative_adc=a, bilateral_partner_mm=b)
+            for t, s, e, c, r, f, g, a, b in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t)]
 
 
@@ -330,7 +346,8 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
-           objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"]) -> tuple[PostProcessing, float]:
+           objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
+           bilateral_mm: float | None = None) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -338,7 +355,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps, thresholds):
+    for settings in candidate_settings(steps, thresholds, bilateral_mm):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -412,6 +429,9 @@ def main() -> None:
     parser.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS, help="post-processing steps the search may use")
     parser.add_argument("--thresholds", nargs="+", type=float, default=list(GRID["threshold"]), metavar="T",
                         help=f"the threshold step's values (default {' '.join(map(str, GRID['threshold']))})")
+    parser.add_argument("--bilateral-partner-mm", type=float, default=None, metavar="R",
+                        help="fix the bilateral step on at this in-plane radius (mm) in every searched setting "
+                             "(postprocess.PostProcessing.bilateral_partner_mm; default: off unless --steps names bilateral)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -437,7 +457,8 @@ def main() -> None:
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
-        ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds))
+        ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
+             args.bilateral_partner_mm)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -452,6 +473,7 @@ def main() -> None:
 
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "thresholds": args.thresholds, "objective_per_study": args.objective,
+                               "bilateral_partner_mm": args.bilateral_partner_mm,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
@@ -472,7 +494,8 @@ def main() -> None:
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
-            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds))
+            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
+                                         args.bilateral_partner_mm)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -518,7 +541,8 @@ def main() -> None:
 
 
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
-         extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"]) -> None:
+         extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
+         bilateral_mm: float | None = None) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``)
     and write it into its manifest."""
@@ -529,13 +553,14 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
            for case in CASES for thick in (False, True)]
     validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=flips)
                   for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies(extra_ranges))]
-    settings, objective = choose(own, validation, steps, objective_name, thresholds)
+    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
     manifest["postprocessing_choice"] = {
         "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps)
                    + (f" --thresholds {' '.join(map(str, thresholds))}" if tuple(thresholds) != GRID["threshold"] else "")
+                   + (f" --bilateral-partner-mm {bilateral_mm:g}" if bilateral_mm is not None else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges)],
         "objective": round(objective, 4),

@@ -68,6 +68,8 @@ def settings(post: dict) -> str:
         parts.append(f"grown to {post['grow_threshold']:g}")
     if post.get("max_relative_adc") is not None:
         parts.append(f"ADC ≤ {post['max_relative_adc']:g} × brain")
+    if post.get("bilateral_partner_mm") is not None:
+        parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm)")
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -179,6 +179,10 @@ read -r -a STEPS <<< "--steps $SEARCH_STEPS"
 # that chose 0.3, the grid's lowest value, in every fold).
 THRESHOLDS=${THRESHOLDS:-}
 [[ -n $THRESHOLDS ]] && STEPS+=(--thresholds $THRESHOLDS)
+# BILATERAL_MM=4 fixes the bilateral step on at that radius (real_scan_cv.py --bilateral-partner-mm;
+# issue 13's rule 82); SEARCH_STEPS="... bilateral" searches it instead (off or 4 mm).
+BILATERAL_MM=${BILATERAL_MM:-}
+[[ -n $BILATERAL_MM ]] && STEPS+=(--bilateral-partner-mm "$BILATERAL_MM")
 
 EXTRA=("$@")
 case "$stage" in

@@ -18,7 +18,14 @@ new faint component appears). Steps, in order, on those components:
    With ``contralateral_search_mm``, the contralateral value of a voxel is the brightest one
    within that in-plane radius of its mirror partner (``symmetry.contralateral_search``): a
    bilateral rim that is not an exact mirror image still finds its bright partner.
-4. ``max_relative_adc``: a component is kept only if its median ADC is at most this many
+4. ``bilateral_partner_mm``: a component is dropped when its registered mirror region, grown
+   in-plane by this radius, holds another candidate component (:func:`bilateral_partners`): the
+   model itself marks both sides, and acute infarcts are one-sided while the rims and the
+   grey matter at the skull base are not. Unlike the contralateral ratio it reads no
+   brightness, so a faint one-sided embolus whose mirror is nearly as bright is not dropped;
+   a lesion whose own mirror image overlaps itself (one crossing the midline) is not its own
+   partner. Bilateral lesions are dropped, as by the ratio.
+5. ``max_relative_adc``: a component is kept only if its median ADC is at most this many
    times the brain's median ADC (:func:`relative_adc`). Acute ischaemia restricts diffusion;
    a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
    pile-up at the skull base, which radiologists rule out on the ADC map the same way.
@@ -33,7 +40,7 @@ engine's flip averaging on by default (``engine.tta_flips``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -60,6 +67,9 @@ class PostProcessing:
         grow_threshold: the hysteresis' lower probability, below ``threshold`` (None = off).
         max_relative_adc: largest kept median ADC of a component / the brain's median ADC
             (None = off).
+        bilateral_partner_mm: in-plane radius (mm) around a component within which its
+            registered mirror image is searched for another candidate component; one found drops
+            it (None = off).
     """
 
     threshold: float = 0.5
@@ -70,8 +80,11 @@ class PostProcessing:
     test_time_flips: bool = False
     grow_threshold: float | None = None
     max_relative_adc: float | None = None
+    bilateral_partner_mm: float | None = None
 
     def __post_init__(self) -> None:
+        if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
+            raise ValueError(f"bilateral_partner_mm must be a radius >= 0 in mm, not {self.bilateral_partner_mm}")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
@@ -106,6 +119,11 @@ class PostProcessing:
         return self.contralateral_ratio is not None
 
     @property
+    def needs_registration(self) -> bool:
+        """Whether a step reads the study's registered mirror (the ratio or the bilateral pairs)."""
+        return self.contralateral_ratio is not None or self.bilateral_partner_mm is not None
+
+    @property
     def needs_adc(self) -> bool:
         return self.max_relative_adc is not None
 
@@ -120,6 +138,8 @@ class Components:
         edge_depth_mm: (n,) median depth of each component below the brain edge.
         contralateral_ratio: (n,) mean DWI / mean contralateral DWI (nan when not computed).
         relative_adc: (n,) median ADC / the brain's median ADC (nan when not computed).
+        bilateral: (n,) bool, whether a mirror partner was found (:func:`bilateral_partners`), and
+            the radius it was sought within (mm); None when not computed.
     """
 
     labels: np.ndarray
@@ -127,6 +147,7 @@ class Components:
     edge_depth_mm: np.ndarray
     contralateral_ratio: np.ndarray
     relative_adc: np.ndarray
+    bilateral: tuple[np.ndarray, float] | None = None
 
     def keep(self, settings: PostProcessing) -> np.ndarray:
         """(n,) bool: which components pass every enabled check."""
@@ -139,6 +160,11 @@ class Components:
             if np.isnan(self.relative_adc).any():
                 raise ValueError("max_relative_adc is set but the components were found without the ADC")
             keep &= self.relative_adc <= settings.max_relative_adc
+        if settings.bilateral_partner_mm is not None:
+            if self.bilateral is None or self.bilateral[1] != settings.bilateral_partner_mm:
+                raise ValueError(f"bilateral_partner_mm is {settings.bilateral_partner_mm} but the components' partners "
+                                 f"were sought {'not at all' if self.bilateral is None else f'within {self.bilateral[1]} mm'}")
+            keep &= ~self.bilateral[0]
         return keep
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
@@ -239,6 +265,60 @@ def find_components(
     return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median)
 
 
+def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int]) -> np.ndarray:
+    """(n,) bool: which components have a mirror partner, i.e. another component at the
+    contralateral partner of a voxel within ``radius_voxels`` of them.
+
+    Args:
+        labels: int (nk, nj, ni), 0 = background, 1..n the components.
+        mirrored: int (nk, nj, ni), the label at each voxel's contralateral partner
+            (:meth:`~LambdaSegmentLib.preprocessing.symmetry.ContralateralRegistration.mirrored_labels`).
+        radius_voxels: the neighbourhood's radius per array axis (k, j, i); 0 along the slice axis
+            keeps the search in-plane.
+
+    A component's own mirror image (a lesion across the midline) is never its partner.
+    """
+    labels = np.asarray(labels)
+    count = int(labels.max()) if labels.size else 0
+    found = np.zeros(count, dtype=bool)
+    if count == 0:
+        return found
+    radius = np.asarray(radius_voxels, dtype=int)
+    grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius)]
+    ellipse = sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius)) <= 1.0  # (2r+1) per axis, ≥ one voxel
+    for index, box in enumerate(ndimage.find_objects(labels), start=1):
+        if box is None:
+            continue
+        grown = tuple(slice(max(b.start - r, 0), min(b.stop + r, n)) for b, r, n in zip(box, radius, labels.shape))
+        own = labels[grown] == index
+        near = ndimage.binary_dilation(own, structure=ellipse) if radius.any() else own
+        partners = mirrored[grown][near]
+        found[index - 1] = bool(np.any((partners != 0) & (partners != index)))
+    return found
+
+
+def partner_radius_voxels(volume: Volume, radius_mm: float) -> tuple[int, int, int]:
+    """(k, j, i) voxels of an in-plane radius of ``radius_mm`` on ``volume``'s grid (0 along its slice axis)."""
+    from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
+
+    radius_ijk = [int(round(radius_mm / s)) for s in volume.spacing_mm]
+    radius_ijk[find_slice_axis(volume)] = 0
+    return (radius_ijk[2], radius_ijk[1], radius_ijk[0])
+
+
+def with_bilateral(components: Components, mirrored_labels: np.ndarray, volume: Volume, radius_mm: float) -> Components:
+    """``components`` with their mirror partners sought within ``radius_mm`` in-plane.
+
+    Args:
+        components: :func:`find_components`'s result.
+        mirrored_labels: ``components.labels`` at each voxel's contralateral partner
+            (``ContralateralRegistration.mirrored_labels``).
+        volume: the study's grid (spacing and slice axis).
+    """
+    found = bilateral_partners(components.labels, mirrored_labels, partner_radius_voxels(volume, radius_mm))
+    return replace(components, bilateral=(found, float(radius_mm)))
+
+
 def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
     """``probability`` with every 26-connected component of ``(probability >= threshold) & brain``
     that holds no ``seed`` voxel set to 0, and 0 outside the kept components.
@@ -275,10 +355,11 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
     """
     if settings.needs_adc and adc is None:
         raise ValueError("this package's post-processing checks each lesion's ADC: give the study's ADC")
-    from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
+    from LambdaSegmentLib.preprocessing.symmetry import contralateral_search, register_contralateral
 
     brain = np.asarray(brain, dtype=bool)
-    pair = contralateral_dwi(dwi, brain) if settings.needs_contralateral and brain.any() else (None, None)
+    registration = register_contralateral(dwi, brain) if settings.needs_registration and brain.any() else None
+    pair = registration.pair() if registration is not None and settings.needs_contralateral else (None, None)
     if pair[1] is not None:
         pair = (pair[0], contralateral_search(pair[1], dwi, settings.contralateral_search_mm))
     components = find_components(
@@ -292,4 +373,8 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         grow_threshold=settings.grow_threshold,
         adc_ratio=relative_adc(np.asarray(adc.array), brain) if settings.needs_adc and brain.any() else None,
     )
+    if settings.bilateral_partner_mm is not None:
+        mirrored = (registration.mirrored_labels(components.labels) if registration is not None
+                    else np.zeros_like(components.labels))
+        components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm)
     return probability.with_array(components.mask(settings))

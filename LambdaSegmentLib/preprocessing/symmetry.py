@@ -26,6 +26,7 @@ the full grid. What the crop does and does not change, and what it saves:
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import SimpleITK as sitk
@@ -158,6 +159,68 @@ def smoothed_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float = 1.
     return _smooth(normalised, sigma) if smoothing_voxels > 0 else normalised
 
 
+@dataclass(frozen=True)
+class ContralateralRegistration:
+    """The study's registered left-right mirror: where each voxel's contralateral partner lies.
+
+    The partner of the point x (LPS mm) is ``mirror(fitted(x))``: the rigid correction, then
+    the reflection. Resampling an image through both (``sitk.Resample`` maps each output point
+    through its transform into the input) lays its mirror image onto the study's grid.
+
+    Attributes:
+        smooth: the study's smoothed, brain-median-normalised DWI (:func:`smoothed_dwi`), float32
+            on the DWI grid; also the grid every image is resampled onto.
+        mirror: the reflection (:func:`mirror_transform`), or None for an empty brain.
+        fitted: the rigid correction (:func:`register_mirror`), or None for an empty brain.
+    """
+
+    smooth: sitk.Image
+    mirror: sitk.Transform | None
+    fitted: sitk.Transform | None
+
+    def resample(self, image: sitk.Image, interpolator: int = sitk.sitkLinear) -> np.ndarray:
+        """``image`` (on the study's grid) mirrored onto the study's grid, 0 where the mirror leaves
+        the field of view; all zeros for an empty brain (no midline to mirror across)."""
+        if self.mirror is None or self.fitted is None:
+            return np.zeros_like(sitk.GetArrayFromImage(image))
+        mirrored = sitk.Resample(image, self.smooth, self.mirror, interpolator, 0.0)
+        return sitk.GetArrayFromImage(sitk.Resample(mirrored, self.smooth, self.fitted, interpolator, 0.0))
+
+    def pair(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dwi_smoothed, contralateral_smoothed), float32 (nk, nj, ni): :func:`contralateral_dwi`."""
+        return (sitk.GetArrayFromImage(self.smooth).astype(np.float32),
+                self.resample(self.smooth).astype(np.float32))
+
+    def mirrored_labels(self, labels: np.ndarray) -> np.ndarray:
+        """int32 (nk, nj, ni): the label found at each voxel's contralateral partner (nearest
+        neighbour; 0 outside the field of view). ``labels`` is an int array on the study's grid."""
+        image = sitk.GetImageFromArray(np.asarray(labels, dtype=np.int32))
+        image.CopyInformation(self.smooth)
+        return self.resample(image, sitk.sitkNearestNeighbor).astype(np.int32)
+
+
+def register_contralateral(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float = 1.0,
+                           iterations: int = 60) -> ContralateralRegistration:
+    """Register the study's left-right mirror onto the study (see the module docstring).
+
+    Args:
+        dwi: the b≈1000 trace image (any unit; only ratios are used).
+        brain: bool (nk, nj, ni) brain mask on the DWI grid; the metric is taken inside it.
+        smoothing_voxels: Gaussian σ in voxels (per axis, so anisotropic voxels are smoothed
+            over one voxel in each direction) of the registered images.
+        iterations: optimiser iterations of the rigid registration (per pyramid level).
+    """
+    brain = np.asarray(brain, dtype=bool)
+    smooth = smoothed_dwi(dwi, brain, smoothing_voxels=smoothing_voxels)
+    if not brain.any():
+        return ContralateralRegistration(smooth, None, None)
+    mirror = mirror_transform(dwi, brain)
+    mirrored = sitk.Resample(smooth, smooth, mirror, sitk.sitkLinear, 0.0)
+    fitted = register_mirror(*registration_images(dwi, brain, mirror, smooth, mirrored), mirror.GetCenter(),
+                             iterations=iterations)
+    return ContralateralRegistration(smooth, mirror, fitted)
+
+
 def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float = 1.0, iterations: int = 60) -> tuple[np.ndarray, np.ndarray]:
     """The study's DWI and its registered mirror, both smoothed, on the DWI grid.
 
@@ -170,19 +233,9 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
 
     Returns:
         (dwi_smoothed, contralateral_smoothed): float32 (nk, nj, ni); the second is 0 where the
-        mirror falls outside the field of view.
+        mirror falls outside the field of view (and everywhere for an empty brain).
     """
-    brain = np.asarray(brain, dtype=bool)
-    smooth = smoothed_dwi(dwi, brain, smoothing_voxels=smoothing_voxels)
-    if not brain.any():
-        array = sitk.GetArrayFromImage(smooth).astype(np.float32)
-        return array, np.zeros_like(array)
-    mirror = mirror_transform(dwi, brain)
-    mirrored = sitk.Resample(smooth, smooth, mirror, sitk.sitkLinear, 0.0)
-    fitted = register_mirror(*registration_images(dwi, brain, mirror, smooth, mirrored), mirror.GetCenter(),
-                             iterations=iterations)
-    contralateral = sitk.Resample(mirrored, smooth, fitted, sitk.sitkLinear, 0.0)
-    return sitk.GetArrayFromImage(smooth).astype(np.float32), sitk.GetArrayFromImage(contralateral).astype(np.float32)
+    return register_contralateral(dwi, brain, smoothing_voxels=smoothing_voxels, iterations=iterations).pair()
 
 
 def contralateral_search(contralateral: np.ndarray, dwi: Volume, search_mm: float) -> np.ndarray:

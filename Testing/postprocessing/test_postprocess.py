@@ -7,13 +7,14 @@ import pytest
 
 from LambdaSegmentLib.inference.postprocess import (
     PostProcessing,
+    bilateral_partners,
     edge_depth_mm,
     find_components,
     keep_seeded_components,
     postprocess,
     relative_adc,
 )
-from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search, register_contralateral
 from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_region
 
@@ -61,6 +62,92 @@ def test_contralateral_check_drops_bilateral_components_and_keeps_one_sided() ->
     assert not kept[bilateral].any()
     unchecked = np.asarray(postprocess(probability, dwi, brain, PostProcessing()).array)
     assert unchecked[one_sided | bilateral].all()
+
+
+def centred_lps(grid: Volume, shape_kji: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x, y, z (LPS mm) of every voxel of ``grid`` relative to the grid's centre (head()'s frame)."""
+    kji = np.indices(shape_kji).reshape(3, -1).T
+    lps = grid.index_to_lps(kji[:, ::-1]).reshape(*shape_kji, 3)
+    centre = grid.index_to_lps((np.asarray(shape_kji[::-1]) - 1) / 2)
+    return tuple(lps[..., a] - centre[a] for a in range(3))
+
+
+@pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(15.0)], ids=["axial", "oblique"])
+def test_the_bilateral_check_drops_mirror_pairs_by_the_model_s_own_marks_not_by_brightness(direction: np.ndarray) -> None:
+    """Rule 82: a marked component whose mirror region holds another marked component is dropped,
+    both members of the pair; a one-sided component stays even when its DWI is no brighter than
+    its mirror's (a faint embolus, which the contralateral ratio drops); a component across the
+    midline is not its own partner."""
+    dwi, brain, (one_sided, bilateral) = head(direction)
+    x, y, z = centred_lps(dwi, brain.shape)
+    values = np.asarray(dwi.array, dtype=np.float32).copy()
+    values[one_sided] -= 150.0  # faint: as bright as its mirror
+    dwi = dwi.with_array(values * brain)
+    midline = ((x / 5.0) ** 2 + ((y - 25.0) / 5.0) ** 2 + (z / 5.0) ** 2 <= 1) & brain
+    probability = dwi.with_array((one_sided | bilateral | midline).astype(np.float32))
+    kept = np.asarray(postprocess(probability, dwi, brain, PostProcessing(bilateral_partner_mm=4.0)).array)
+    assert kept[one_sided].all() and kept[midline].all()
+    assert not kept[bilateral].any()
+    by_ratio = np.asarray(postprocess(probability, dwi, brain, PostProcessing(contralateral_ratio=1.3)).array)
+    assert not by_ratio[one_sided].any()  # what the ratio costs a faint one-sided lesion
+    assert np.asarray(postprocess(probability, dwi, brain, PostProcessing()).array)[bilateral].all()
+
+
+def test_the_bilateral_check_s_radius_finds_a_partner_that_is_not_an_exact_mirror_image() -> None:
+    """A marked pair whose right member sits 10 mm further back than the left one's mirror image
+    (radii 4.5 mm: a 1 mm gap): not partners voxel by voxel, partners within 4 mm in-plane."""
+    dwi, brain, (one_sided, _bilateral) = head(np.eye(3))
+    x, y, z = centred_lps(dwi, brain.shape)
+    left = ((x - 25.0) ** 2 + (y + 20.0) ** 2 + z**2 <= 4.5**2) & brain
+    right = ((x + 25.0) ** 2 + (y + 30.0) ** 2 + z**2 <= 4.5**2) & brain
+    probability = dwi.with_array((one_sided | left | right).astype(np.float32))
+    exact = np.asarray(postprocess(probability, dwi, brain, PostProcessing(bilateral_partner_mm=0.0)).array)
+    assert exact[left].all() and exact[right].all() and exact[one_sided].all()
+    near = np.asarray(postprocess(probability, dwi, brain, PostProcessing(bilateral_partner_mm=4.0)).array)
+    assert not near[left].any() and not near[right].any() and near[one_sided].all()
+
+
+def test_bilateral_partners_search_in_plane_and_never_count_a_component_as_its_own_partner() -> None:
+    labels = np.zeros((5, 12, 12), np.int32)
+    labels[2, 2:4, 2:4] = 1
+    labels[2, 8:10, 8:10] = 2
+    labels[0, 2:4, 2:4] = 3  # two slices below component 1
+    mirrored = np.zeros_like(labels)
+    mirrored[2, 2:4, 5] = 2  # component 2's label, 2 voxels in-plane from component 1
+    mirrored[2, 8:10, 8:10] = 2  # component 2's own mirror image: itself
+    mirrored[1, 2:4, 2:4] = 1  # component 1's label, one slice from component 3
+    assert bilateral_partners(labels, mirrored, (0, 0, 0)).tolist() == [False, False, False]
+    assert bilateral_partners(labels, mirrored, (0, 2, 2)).tolist() == [True, False, False]
+    assert bilateral_partners(labels, mirrored, (1, 2, 2)).tolist() == [True, False, True]  # only across slices
+    assert bilateral_partners(np.zeros((2, 3, 3), np.int32), np.zeros((2, 3, 3), np.int32), (0, 1, 1)).size == 0
+
+
+def test_the_bilateral_check_is_a_manifest_setting_and_needs_its_partners() -> None:
+    settings = PostProcessing.from_manifest({"threshold": 0.5, "postprocessing": {"bilateral_partner_mm": 4.0}})
+    assert settings.needs_registration and not settings.needs_contralateral
+    assert settings.manifest_entries()["postprocessing"]["bilateral_partner_mm"] == 4.0
+    with pytest.raises(ValueError, match="bilateral_partner_mm must be a radius"):
+        PostProcessing(bilateral_partner_mm=-1.0)
+    probability = np.zeros((4, 8, 8), np.float32)
+    probability[1:3, 2:4, 2:4] = 0.9
+    brain = np.ones_like(probability, dtype=bool)
+    components = find_components(probability, 0.5, brain=brain, voxel_volume_mm3=1.0, depth_mm=np.ones_like(probability))
+    with pytest.raises(ValueError, match="partners were sought not at all"):
+        components.keep(settings)
+
+
+def test_the_registration_is_one_for_the_dwi_pair_and_the_label_mirror() -> None:
+    """The registered mirror carries labels as it carries the DWI: a one-sided blob's labels
+    land on its mirror place, where the contralateral DWI is the blob's brightness."""
+    dwi, brain, (one_sided, _bilateral) = head(oblique_direction(10.0))
+    registration = register_contralateral(dwi, brain)
+    own, other = registration.pair()
+    np.testing.assert_array_equal(own, contralateral_dwi(dwi, brain)[0])
+    np.testing.assert_array_equal(other, contralateral_dwi(dwi, brain)[1])
+    mirrored = registration.mirrored_labels(one_sided.astype(np.int32))
+    assert mirrored.dtype == np.int32 and set(np.unique(mirrored)) <= {0, 1}
+    assert other[mirrored == 1].mean() > 1.5 * other[one_sided].mean()
+    assert not (mirrored.astype(bool) & one_sided).any()
 
 
 def test_the_contralateral_search_finds_a_bilateral_rim_that_is_not_an_exact_mirror_image() -> None:
@@ -128,7 +215,8 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
-             "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None}
+             "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
+             "bilateral_partner_mm": None}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
