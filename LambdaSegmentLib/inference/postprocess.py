@@ -299,11 +299,10 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
 
 def partner_radius_voxels(volume: Volume, radius_mm: float) -> tuple[int, int, int]:
     """(k, j, i) voxels of an in-plane radius of ``radius_mm`` on ``volume``'s grid (0 along its slice axis)."""
-    from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
+    from LambdaSegmentLib.preprocessing.symmetry import in_plane_radius_ijk
 
-    radius_ijk = [int(round(radius_mm / s)) for s in volume.spacing_mm]
-    radius_ijk[find_slice_axis(volume)] = 0
-    return (radius_ijk[2], radius_ijk[1], radius_ijk[0])
+    i, j, k = in_plane_radius_ijk(volume, radius_mm)
+    return (k, j, i)
 
 
 def with_bilateral(components: Components, mirrored_labels: np.ndarray, volume: Volume, radius_mm: float) -> Components:

@@ -238,6 +238,14 @@ def contralateral_dwi(dwi: Volume, brain: np.ndarray, *, smoothing_voxels: float
     return register_contralateral(dwi, brain, smoothing_voxels=smoothing_voxels, iterations=iterations).pair()
 
 
+def in_plane_radius_ijk(volume: Volume, radius_mm: float) -> list[int]:
+    """(i, j, k) voxels (ITK order) of an in-plane radius of ``radius_mm`` on ``volume``'s grid,
+    rounded per axis, 0 along its slice axis: a neighbourhood that never crosses slices."""
+    radius = [int(round(radius_mm / s)) for s in volume.spacing_mm]
+    radius[find_slice_axis(volume)] = 0
+    return radius
+
+
 def contralateral_search(contralateral: np.ndarray, dwi: Volume, search_mm: float) -> np.ndarray:
     """The brightest contralateral value within ``search_mm`` in-plane of each voxel.
 
@@ -261,8 +269,7 @@ def contralateral_search(contralateral: np.ndarray, dwi: Volume, search_mm: floa
     """
     if search_mm <= 0:
         return contralateral
-    radius = [int(round(search_mm / s)) for s in dwi.spacing_mm]  # (i, j, k), ITK order
-    radius[find_slice_axis(dwi)] = 0
+    radius = in_plane_radius_ijk(dwi, search_mm)
     if not any(radius):
         return contralateral
     image = sitk.GetImageFromArray(np.asarray(contralateral, dtype=np.float32))

@@ -62,10 +62,10 @@ def random_window(
     _c, t, h, w = case.channels.shape
     lesion_voxels = np.argwhere(case.mask > 0)
     with_lesion = len(lesion_voxels) > 0 and rng.random() < lesion_probability
-    max_start = max(0, t - window_slices)
-    max_offset = (max(0, h - size_hw[0]), max(0, w - size_hw[1]))
     if with_lesion:
         return window_holding(case, lesion_voxels[rng.integers(len(lesion_voxels))], rng, window_slices, size_hw)
+    max_start = max(0, t - window_slices)
+    max_offset = (max(0, h - size_hw[0]), max(0, w - size_hw[1]))
     start = int(rng.integers(0, max_start + 1))
     offset = (int(rng.integers(0, max_offset[0] + 1)), int(rng.integers(0, max_offset[1] + 1)))
     return cut_window(case, start, window_slices, size_hw, offset)
