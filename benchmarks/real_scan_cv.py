@@ -16,7 +16,9 @@ engine's test-time flips, averaged over 3 passes, against the plain pass). The c
 advance, the mean of (a) the fold case's score, native and as 6 mm slabs, and (b) the
 mean score of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped,
 default ranges, or with ``--validation-synthesis JSON``'s generator options on top: these
-studies only, never the ``--synthetic`` scoring studies); (b) keeps one case from dictating the rule. ``--search-data synthetic``
+studies only, never the ``--synthetic`` scoring studies; ``--validation-large N`` adds N
+skull-stripped whole-territory infarcts of 100-300 mL, seeds 32,100,000+, so that the search
+sees what a step costs them); (b) keeps one case from dictating the rule. ``--search-data synthetic``
 drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
 (``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
 three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
@@ -89,6 +91,8 @@ CASES = {"0001": "sub-strokecase0001", "0003": "sub-strokecase0003"}
 FOLDS = {"A": ("0001", "0003"), "B": ("0003", "0001")}  # fold: (case it may use, held-out case)
 OUT = REPO / "benchmarks" / "results" / "real_scan_cv"
 SYNTHETIC_VALIDATION_SEEDS = range(32_000_000, 32_000_012)
+# --validation-large N: the search's whole-territory studies (SYNTHETIC_LARGE_RANGES), seeds from here
+SYNTHETIC_VALIDATION_LARGE_START = 32_100_000
 VALIDATION_RANGES: dict[str, Any] = {"skull_stripped": True}  # the validation studies' fixed options
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
@@ -271,16 +275,40 @@ def validation_synthesis(text: str) -> dict[str, Any]:
     return options
 
 
-def validation_studies(extra_ranges: dict[str, Any]) -> list[tuple[Study, np.ndarray]]:
-    """The search's synthetic validation studies (SYNTHETIC_VALIDATION_SEEDS, VALIDATION_RANGES),
-    with ``extra_ranges`` (``--validation-synthesis``) on top."""
-    return [synthetic(seed, **extra_ranges, **VALIDATION_RANGES) for seed in SYNTHETIC_VALIDATION_SEEDS]
+def partner_fraction(text: str) -> float:
+    """``--bilateral-partner-fraction``: a finite share >= 0, refused at once otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (np.isfinite(value) and value >= 0.0):
+        raise argparse.ArgumentTypeError(f"must be a finite share >= 0 of a lesion's voxels, not {text}")
+    return value
 
 
-def validation_description(extra_ranges: dict[str, Any]) -> str:
+def large_validation_seeds(count: int) -> range:
+    """The seeds of ``--validation-large``'s whole-territory studies."""
+    return range(SYNTHETIC_VALIDATION_LARGE_START, SYNTHETIC_VALIDATION_LARGE_START + count)
+
+
+def validation_studies(extra_ranges: dict[str, Any], large: int = 0) -> list[tuple[str, Study, np.ndarray]]:
+    """The search's synthetic validation studies as (name, study, truth): SYNTHETIC_VALIDATION_SEEDS
+    (VALIDATION_RANGES, with ``extra_ranges``, ``--validation-synthesis``, on top), then ``large``
+    whole-territory studies (``--validation-large``: SYNTHETIC_LARGE_RANGES, skull-stripped as the
+    rest, ``extra_ranges``' other options too). All weigh alike in the validation's mean."""
+    studies = [(f"synth-{seed}", *synthetic(seed, **extra_ranges, **VALIDATION_RANGES)) for seed in SYNTHETIC_VALIDATION_SEEDS]
+    large_ranges = {**extra_ranges, **SYNTHETIC_LARGE_RANGES, **VALIDATION_RANGES}
+    return studies + [(f"synth-large-{seed}", *synthetic(seed, **large_ranges)) for seed in large_validation_seeds(large)]
+
+
+def validation_description(extra_ranges: dict[str, Any], large: int = 0) -> str:
     """What the search's synthetic validation studies are, for a result's or manifest's "data"."""
     seeds = f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"
-    return seeds + (f" with {json.dumps(extra_ranges, sort_keys=True)}" if extra_ranges else "")
+    described = seeds + (f" with {json.dumps(extra_ranges, sort_keys=True)}" if extra_ranges else "")
+    if large:
+        seeds = large_validation_seeds(large)
+        described += f" + {large} whole-territory (100-300 mL) seeds {seeds.start}-{seeds.stop - 1}"
+    return described
 
 
 def synthetic(seed: int, **ranges: Any) -> tuple[Study, np.ndarray]:
@@ -311,10 +339,12 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 
 
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
-                       bilateral_mm: float | None = None) -> list[PostProcessing]:
+                       bilateral_mm: float | None = None, bilateral_fraction: float = 0.0) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
-    bilateral step on at that radius in every setting, searched or not."""
+    bilateral step on at that radius in every setting, searched or not; ``bilateral_fraction``
+    is the smallest partner that counts wherever the step is on
+    (``PostProcessing.bilateral_partner_fraction``)."""
     grid = {**GRID, "threshold": tuple(thresholds)}
     if bilateral_mm is not None:
         grid["bilateral"] = (bilateral_mm,)
@@ -324,7 +354,8 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
-                           max_relative_adc=a, bilateral_partner_mm=b)
+                           max_relative_adc=a, bilateral_partner_mm=b,
+                           bilateral_partner_fraction=bilateral_fraction if b is not None else 0.0)
             for t, s, e, c, r, f, g, a, b in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t)]
 
@@ -347,7 +378,7 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
-           bilateral_mm: float | None = None) -> tuple[PostProcessing, float]:
+           bilateral_mm: float | None = None, bilateral_fraction: float = 0.0) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -355,7 +386,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps, thresholds, bilateral_mm):
+    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fraction):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -432,6 +463,9 @@ def main() -> None:
     parser.add_argument("--bilateral-partner-mm", type=float, default=None, metavar="R",
                         help="fix the bilateral step on at this in-plane radius (mm) in every searched setting "
                              "(postprocess.PostProcessing.bilateral_partner_mm; default: off unless --steps names bilateral)")
+    parser.add_argument("--bilateral-partner-fraction", type=partner_fraction, default=0.0, metavar="F",
+                        help="wherever the bilateral step is on, only a partner holding at least this share of a "
+                             "lesion's voxels counts (postprocess.PostProcessing.bilateral_partner_fraction; default 0: any)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -449,16 +483,21 @@ def main() -> None:
                         help="generator options (a JSON object) for the search's synthetic validation studies only, "
                              "e.g. '{\"susceptibility_mirror_offset_mm\": [1, 4]}'; the --synthetic scoring studies "
                              "stay at the defaults (default: {})")
+    parser.add_argument("--validation-large", type=int, default=0, metavar="N",
+                        help=f"add N skull-stripped whole-territory infarcts (100-300 mL, seeds {SYNTHETIC_VALIDATION_LARGE_START}+) "
+                             "to the search's validation studies (default 0)")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
     parser.add_argument("--no-montages", action="store_true")
     args = parser.parse_args()
+    if args.validation_large < 0:
+        parser.error(f"--validation-large must be a count >= 0, not {args.validation_large}")
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
-             args.bilateral_partner_mm)
+             args.bilateral_partner_mm, args.bilateral_partner_fraction, args.validation_large)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -474,10 +513,12 @@ def main() -> None:
     results: dict[str, Any] = {"label": args.label, "revision": source_revision(), "postprocessing": args.postprocessing,
                                "steps": args.steps, "thresholds": args.thresholds, "objective_per_study": args.objective,
                                "bilateral_partner_mm": args.bilateral_partner_mm,
+                               "bilateral_partner_fraction": args.bilateral_partner_fraction,
+                               "validation_large": args.validation_large,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
-    search_studies = validation_studies(args.validation_synthesis) if args.postprocessing == "choose" else []
+    search_studies = validation_studies(args.validation_synthesis, args.validation_large) if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str | None, str | None, str], dict[str, Any]] = {}
     pairs = tempfile.TemporaryDirectory(prefix="real_scan_cv-pairs-")  # the fold packages with a partner attached
     for fold in args.folds:
@@ -492,10 +533,10 @@ def main() -> None:
             own_cases = [prepare(f"{own}-{'6mm' if thick else 'native'}", *load_real(own, thick), package, regions=False, flips=search_flips,
                                  seed_package=seed_package)
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
-            validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=search_flips, seed_package=seed_package)
-                          for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, search_studies)]
+            validation = [prepare(name, study, truth, package, regions=False, flips=search_flips, seed_package=seed_package)
+                          for name, study, truth in search_studies]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
-                                         args.bilateral_partner_mm)
+                                         args.bilateral_partner_mm, args.bilateral_partner_fraction)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -542,18 +583,18 @@ def main() -> None:
 
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
-         bilateral_mm: float | None = None) -> None:
+         bilateral_mm: float | None = None, bilateral_fraction: float = 0.0, large: int = 0) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
-    studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``)
-    and write it into its manifest."""
+    studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
+    ``large``: ``--validation-large``) and write it into its manifest."""
     extra_ranges = extra_ranges or {}
     package = load_model_package(package_dir)
     flips = "flips" in steps
     own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False, flips=flips)
            for case in CASES for thick in (False, True)]
-    validation = [prepare(f"synth-{seed}", *pair, package, regions=False, flips=flips)
-                  for seed, pair in zip(SYNTHETIC_VALIDATION_SEEDS, validation_studies(extra_ranges))]
-    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm)
+    validation = [prepare(name, study, truth, package, regions=False, flips=flips)
+                  for name, study, truth in validation_studies(extra_ranges, large)]
+    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fraction)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -561,8 +602,10 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
         "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps)
                    + (f" --thresholds {' '.join(map(str, thresholds))}" if tuple(thresholds) != GRID["threshold"] else "")
                    + (f" --bilateral-partner-mm {bilateral_mm:g}" if bilateral_mm is not None else "")
-                   + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else ""),
-        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges)],
+                   + (f" --bilateral-partner-fraction {bilateral_fraction:g}" if bilateral_fraction else "")
+                   + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
+                   + (f" --validation-large {large}" if large else ""),
+        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],
         "objective": round(objective, 4),
         "objective_per_study": objective_name,
     }

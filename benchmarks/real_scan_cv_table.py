@@ -69,7 +69,9 @@ def settings(post: dict) -> str:
     if post.get("max_relative_adc") is not None:
         parts.append(f"ADC ≤ {post['max_relative_adc']:g} × brain")
     if post.get("bilateral_partner_mm") is not None:
-        parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm)")
+        fraction = post.get("bilateral_partner_fraction") or 0.0
+        parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm"
+                     + (f", partner ≥ {fraction:g} × its size)" if fraction else ")"))
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -24,7 +24,11 @@ new faint component appears). Steps, in order, on those components:
    grey matter at the skull base are not. Unlike the contralateral ratio it reads no
    brightness, so a faint one-sided embolus whose mirror is nearly as bright is not dropped;
    a lesion whose own mirror image overlaps itself (one crossing the midline) is not its own
-   partner. Bilateral lesions are dropped, as by the ratio.
+   partner. Bilateral lesions are dropped, as by the ratio. With ``bilateral_partner_fraction``
+   only a partner of comparable size counts: one holding at least that share of the
+   component's voxels. A whole-territory infarct's mirror region is large, and a speck of the
+   model's in it would otherwise make the infarct one of a "pair" (issue 13's rule 83); the
+   speck itself, whose partner is the infarct, is still dropped.
 5. ``max_relative_adc``: a component is kept only if its median ADC is at most this many
    times the brain's median ADC (:func:`relative_adc`). Acute ischaemia restricts diffusion;
    a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
@@ -70,6 +74,8 @@ class PostProcessing:
         bilateral_partner_mm: in-plane radius (mm) around a component within which its
             registered mirror image is searched for another candidate component; one found drops
             it (None = off).
+        bilateral_partner_fraction: the smallest partner that counts for the bilateral check, as
+            a share of the component's own voxels (0 = any partner; 0.5 = at least half its size).
     """
 
     threshold: float = 0.5
@@ -81,10 +87,14 @@ class PostProcessing:
     grow_threshold: float | None = None
     max_relative_adc: float | None = None
     bilateral_partner_mm: float | None = None
+    bilateral_partner_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
             raise ValueError(f"bilateral_partner_mm must be a radius >= 0 in mm, not {self.bilateral_partner_mm}")
+        if not (np.isfinite(self.bilateral_partner_fraction) and self.bilateral_partner_fraction >= 0.0):
+            raise ValueError("bilateral_partner_fraction must be a finite share >= 0 of a component's voxels, "
+                             f"not {self.bilateral_partner_fraction}")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
@@ -138,8 +148,9 @@ class Components:
         edge_depth_mm: (n,) median depth of each component below the brain edge.
         contralateral_ratio: (n,) mean DWI / mean contralateral DWI (nan when not computed).
         relative_adc: (n,) median ADC / the brain's median ADC (nan when not computed).
-        bilateral: (n,) bool, whether a mirror partner was found (:func:`bilateral_partners`), and
-            the radius it was sought within (mm); None when not computed.
+        bilateral: (n,) float, the largest mirror partner's voxels as a share of the component's
+            own (0 = no partner; :func:`bilateral_partners`), and the radius it was sought within
+            (mm); None when not computed.
     """
 
     labels: np.ndarray
@@ -164,7 +175,8 @@ class Components:
             if self.bilateral is None or self.bilateral[1] != settings.bilateral_partner_mm:
                 raise ValueError(f"bilateral_partner_mm is {settings.bilateral_partner_mm} but the components' partners "
                                  f"were sought {'not at all' if self.bilateral is None else f'within {self.bilateral[1]} mm'}")
-            keep &= ~self.bilateral[0]
+            share = self.bilateral[0]
+            keep &= ~((share > 0.0) & (share >= settings.bilateral_partner_fraction))
         return keep
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
@@ -266,8 +278,9 @@ def find_components(
 
 
 def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int]) -> np.ndarray:
-    """(n,) bool: which components have a mirror partner, i.e. another component at the
-    contralateral partner of a voxel within ``radius_voxels`` of them.
+    """(n,) float64: each component's largest mirror partner's voxel count as a share of its own
+    (0 = none). A partner is another component at the contralateral partner of a voxel within
+    ``radius_voxels`` of the component.
 
     Args:
         labels: int (nk, nj, ni), 0 = background, 1..n the components.
@@ -280,9 +293,10 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
     """
     labels = np.asarray(labels)
     count = int(labels.max()) if labels.size else 0
-    found = np.zeros(count, dtype=bool)
+    found = np.zeros(count, dtype=np.float64)
     if count == 0:
         return found
+    sizes = np.bincount(labels.ravel(), minlength=count + 1)
     radius = np.asarray(radius_voxels, dtype=int)
     grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius)]
     ellipse = sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius)) <= 1.0  # (2r+1) per axis, ≥ one voxel
@@ -292,8 +306,10 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
         grown = tuple(slice(max(b.start - r, 0), min(b.stop + r, n)) for b, r, n in zip(box, radius, labels.shape))
         own = labels[grown] == index
         near = ndimage.binary_dilation(own, structure=ellipse) if radius.any() else own
-        partners = mirrored[grown][near]
-        found[index - 1] = bool(np.any((partners != 0) & (partners != index)))
+        partners = np.unique(mirrored[grown][near])
+        partners = partners[(partners != 0) & (partners != index)]
+        if partners.size:
+            found[index - 1] = sizes[partners].max() / sizes[index]
     return found
 
 

@@ -97,6 +97,30 @@ def test_validation_synthesis_reaches_the_search_studies_only(cv, monkeypatch) -
                                                   '[2, 5], "susceptibility_side_gain": [0.6, 0.9]}')
 
 
+def test_validation_large_adds_skull_stripped_whole_territory_studies_after_the_others(cv, monkeypatch) -> None:
+    """Rule 83: ``--validation-large N`` puts N whole-territory infarcts into the search's
+    validation, on their own seeds, so that a step that loses them is seen by the search."""
+    calls: list[tuple[int, dict]] = []
+    monkeypatch.setattr(cv, "synthetic", lambda seed, **ranges: calls.append((seed, ranges)) or (None, None))
+    options = {"susceptibility_side_gain": [0.6, 0.9]}
+    studies = cv.validation_studies(options, large=3)
+    assert [name for name, _, _ in studies] == ([f"synth-{seed}" for seed in cv.SYNTHETIC_VALIDATION_SEEDS]
+                                                 + ["synth-large-32100000", "synth-large-32100001", "synth-large-32100002"])
+    assert all(ranges == {**options, **cv.SYNTHETIC_LARGE_RANGES, "skull_stripped": True} for _, ranges in calls[-3:])
+    assert not set(cv.large_validation_seeds(3)) & set(cv.SYNTHETIC_LARGE_SEEDS)  # never the scoring studies
+    assert cv.validation_description({}, 3) == ("synthetic seeds 32000000-32000011 + 3 whole-territory (100-300 mL) "
+                                                "seeds 32100000-32100002")
+
+
+def test_the_search_keeps_the_bilateral_partner_fraction_wherever_the_step_is_on(cv) -> None:
+    settings = cv.candidate_settings(("threshold", "bilateral"), (0.5,), bilateral_fraction=0.5)
+    assert {(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in settings} == {(None, 0.0), (4.0, 0.5)}
+    fixed = cv.candidate_settings(("threshold",), (0.5,), bilateral_mm=4.0, bilateral_fraction=0.5)
+    assert [(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in fixed] == [(4.0, 0.5)]
+    with pytest.raises(argparse.ArgumentTypeError, match="finite share"):
+        cv.partner_fraction("-1")
+
+
 @pytest.mark.parametrize("text, match", [
     ("{bad", "not valid JSON"),
     ("[1, 2]", "must be a JSON object"),

@@ -116,10 +116,42 @@ def test_bilateral_partners_search_in_plane_and_never_count_a_component_as_its_o
     mirrored[2, 2:4, 5] = 2  # component 2's label, 2 voxels in-plane from component 1
     mirrored[2, 8:10, 8:10] = 2  # component 2's own mirror image: itself
     mirrored[1, 2:4, 2:4] = 1  # component 1's label, one slice from component 3
-    assert bilateral_partners(labels, mirrored, (0, 0, 0)).tolist() == [False, False, False]
-    assert bilateral_partners(labels, mirrored, (0, 2, 2)).tolist() == [True, False, False]
-    assert bilateral_partners(labels, mirrored, (1, 2, 2)).tolist() == [True, False, True]  # only across slices
+    assert bilateral_partners(labels, mirrored, (0, 0, 0)).tolist() == [0.0, 0.0, 0.0]
+    assert bilateral_partners(labels, mirrored, (0, 2, 2)).tolist() == [1.0, 0.0, 0.0]  # partner as large as itself
+    assert bilateral_partners(labels, mirrored, (1, 2, 2)).tolist() == [1.0, 0.0, 1.0]  # only across slices
     assert bilateral_partners(np.zeros((2, 3, 3), np.int32), np.zeros((2, 3, 3), np.int32), (0, 1, 1)).size == 0
+
+
+def test_bilateral_partners_give_the_largest_partner_s_size_as_a_share_of_the_component_s() -> None:
+    labels = np.zeros((1, 12, 12), np.int32)
+    labels[0, 0:6, 0:6] = 1  # 36 voxels
+    labels[0, 8, 8] = 2  # 1 voxel
+    labels[0, 10:12, 8:10] = 3  # 4 voxels
+    mirrored = np.zeros_like(labels)
+    mirrored[0, 0, 0] = 2  # component 1's mirror region holds component 2 ...
+    mirrored[0, 5, 5] = 3  # ... and component 3, the larger of the two
+    mirrored[0, 8, 8] = 1  # component 2's holds component 1
+    assert bilateral_partners(labels, mirrored, (0, 0, 0)).tolist() == [4 / 36, 36.0, 0.0]
+
+
+@pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(15.0)], ids=["axial", "oblique"])
+def test_a_comparable_partner_fraction_keeps_a_large_lesion_whose_mirror_region_holds_a_speck(direction: np.ndarray) -> None:
+    """Rule 83: with bilateral_partner_fraction 0.5 a partner counts only if it holds at least
+    half the component's voxels. A large one-sided lesion with a small mark in its mirror
+    region stays (and the mark, whose partner is the large lesion, goes); an equal pair still
+    goes; at 0 (rule 82) the large lesion goes with its speck."""
+    dwi, brain, (_one_sided, bilateral) = head(direction)
+    x, y, z = centred_lps(dwi, brain.shape)
+    large = ((x - 15.0) ** 2 + (y - 15.0) ** 2 + z**2 <= 10.0**2) & brain
+    speck = ((x + 15.0) ** 2 + (y - 15.0) ** 2 + z**2 <= 3.0**2) & brain
+    probability = dwi.with_array((large | speck | bilateral).astype(np.float32))
+    comparable = np.asarray(postprocess(probability, dwi, brain,
+                                        PostProcessing(bilateral_partner_mm=4.0, bilateral_partner_fraction=0.5)).array)
+    assert comparable[large].all() and not comparable[speck].any() and not comparable[bilateral].any()
+    anything = np.asarray(postprocess(probability, dwi, brain, PostProcessing(bilateral_partner_mm=4.0)).array)
+    assert not anything[large].any() and not anything[speck].any() and not anything[bilateral].any()
+    with pytest.raises(ValueError, match="bilateral_partner_fraction must be"):
+        PostProcessing(bilateral_partner_fraction=-0.5)
 
 
 def test_the_bilateral_check_is_a_manifest_setting_and_needs_its_partners() -> None:
@@ -216,7 +248,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
-             "bilateral_partner_mm": None}
+             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
