@@ -1,14 +1,33 @@
-"""The detached false-positive components a fold network leaves on its held-out case, one by one.
+"""The components a fold network leaves on its held-out case, one by one: the detached false
+positives, and with ``--lesions`` the found lesions beside them, with the features a rule could
+tell them apart by.
 
     .venv/bin/python benchmarks/false_positive_components.py --label NAME \\
-        --package 0003=runs/x/foldA/pkg --seed-package runs/x/pretrain/pkg
+        --package 0003=runs/x/foldA/pkg --seed-package runs/x/pretrain/pkg [--lesions] [--synthetic-large]
 
 Each ``--package CASE=DIR`` is segmented on its held-out ISLES'22 case (native), seeded by
 ``--seed-package`` as the fold rows are (``real_scan_cv.prepare``). At the bare probability
 threshold 0.5, without the other post-processing steps, every 26-connected component that holds no
-expert voxel is listed: voxels, slices, median depth below the brain's edge (mm), median DWI
-(× the brain's median) and median ADC (10⁻³ mm²/s). Issue 13's rule 82 reads where the skull-base
-marks lie with it. Writes ``benchmarks/results/false_positive_components_<label>.json``; no image.
+expert voxel is listed ("false"), and with ``--lesions`` every one that holds some ("lesion"):
+
+- voxels, slices, median depth below the brain's edge (mm), median DWI (× the brain's median)
+  and median ADC (10⁻³ mm²/s);
+- ``ring_dwi`` / ``ring_adc``: the component's median DWI / ADC over the median of its in-plane
+  ring 2-6 mm out (brain voxels outside every candidate and the reference): how it stands out
+  from the tissue around it, which a global threshold does not see;
+- ``contralateral``: its mean DWI over the registered mirror's (σ = 1 voxel; the contralateral
+  check's ratio);
+- ``partner_share``: its largest bilateral partner within 4 mm in-plane, as a share of its own
+  voxels (``postprocess.bilateral_partners``; 0 = none);
+- ``elongation``: on its largest slice, the ratio of its in-plane principal axes (mm; None under 3 voxels);
+- ``csf_mm``: median distance (mm) to the nearest brain voxel whose ADC is at least 2.5 × the
+  brain's median (ventricles, temporal horns, sulci).
+
+``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
+synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the infarct's
+``partner_share`` says whether rule 82's bilateral step pairs it with a speck (issue 13's rule 83).
+Issue 13's rules 82-83 read the skull-base marks with it. Writes
+``benchmarks/results/false_positive_components_<label>.json``; no image.
 """
 
 from __future__ import annotations
@@ -17,6 +36,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import ndimage
@@ -25,9 +45,70 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from real_scan_cv import ISLES, fold_package, load_real, prepare, real_cases_used  # noqa: E402
+from real_scan_cv import (ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, Prepared, fold_package, load_real,  # noqa: E402
+                          prepare, real_cases_used, synthetic)
 
 THRESHOLD = 0.5
+PARTNER_MM = 4.0
+RING_MM = (2.0, 6.0)
+CSF_RELATIVE_ADC = 2.5
+
+
+def in_plane_ball(prepared: Prepared, radius_mm: float) -> np.ndarray:
+    """bool (2rk+1, 2rj+1, 2ri+1): an in-plane ellipse of ``radius_mm`` on the study's grid."""
+    from LambdaSegmentLib.inference.postprocess import partner_radius_voxels
+
+    radius = partner_radius_voxels(prepared.study.dwi, radius_mm)
+    grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius)]
+    return sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius)) <= 1.0
+
+
+def elongation(component: np.ndarray, spacing_kji: tuple[float, float, float]) -> float | None:
+    """Ratio of the in-plane principal axes (mm) on the component's largest slice (axial stack)."""
+    k = int(np.argmax(component.sum(axis=(1, 2))))
+    jj, ii = np.nonzero(component[k])
+    if jj.size < 3:
+        return None
+    points = np.stack([jj * spacing_kji[1], ii * spacing_kji[2]])
+    low, high = np.linalg.eigvalsh(np.cov(points))
+    return round(float(np.sqrt(high / max(low, 1e-6))), 2)
+
+
+def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict[str, Any]]:
+    """One row per candidate component at ``THRESHOLD`` (after the seed step), features as the module says."""
+    study = prepared.study
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    dwi = dwi / np.median(dwi[prepared.brain])
+    adc = np.asarray(study.adc.array, dtype=np.float64)
+    components = prepared.components(THRESHOLD, bilateral_mm=PARTNER_MM)
+    labels = components.labels
+    spacing_kji = tuple(reversed(study.dwi.spacing_mm))
+    near, far = (in_plane_ball(prepared, mm) for mm in RING_MM)
+    tissue = prepared.brain & (labels == 0) & ~prepared.truth
+    csf = prepared.brain & (prepared.adc_ratio >= CSF_RELATIVE_ADC)
+    to_csf = ndimage.distance_transform_edt(~csf, sampling=spacing_kji) if csf.any() else np.full(dwi.shape, np.nan)
+    rows = []
+    for index, box in enumerate(ndimage.find_objects(labels), start=1):
+        if box is None:
+            continue
+        pad = tuple(slice(max(b.start - r, 0), min(b.stop + r, n)) for b, r, n in zip(box, np.array(far.shape) // 2, labels.shape))
+        component = labels[pad] == index
+        ring = ndimage.binary_dilation(component, far) & ~ndimage.binary_dilation(component, near) & tissue[pad]
+        slices = np.nonzero(component.any(axis=(1, 2)))[0] + pad[0].start
+        own_dwi, own_adc = float(np.median(dwi[pad][component])), float(np.median(adc[pad][component]))
+        rows.append({
+            "case": name, "package": package_dir, "kind": "lesion" if prepared.truth[pad][component].any() else "false",
+            "voxels": int(component.sum()), "slices": [int(slices.min()), int(slices.max())],
+            "depth_mm": round(float(np.median(prepared.depth_mm[pad][component])), 1),
+            "dwi": round(own_dwi, 2), "adc": round(own_adc, 2),
+            "ring_dwi": round(own_dwi / float(np.median(dwi[pad][ring])), 2) if ring.any() else None,
+            "ring_adc": round(own_adc / float(np.median(adc[pad][ring])), 2) if ring.any() else None,
+            "contralateral": round(float(components.contralateral_ratio[index - 1]), 2),
+            "partner_share": round(float(components.bilateral[0][index - 1]), 3),
+            "elongation": elongation(component, spacing_kji),
+            "csf_mm": round(float(np.median(to_csf[pad][component])), 1),
+        })
+    return rows
 
 
 def main() -> None:
@@ -35,6 +116,9 @@ def main() -> None:
     parser.add_argument("--label", required=True)
     parser.add_argument("--package", action="append", required=True, metavar="CASE=DIR")
     parser.add_argument("--seed-package", default=None, metavar="DIR")
+    parser.add_argument("--lesions", action="store_true", help="list the components that hold expert voxels too")
+    parser.add_argument("--synthetic-large", action="store_true",
+                        help="also each package on the six whole-territory synthetic scoring studies (every component)")
     args = parser.parse_args()
     if not ISLES.is_dir():
         raise SystemExit(f"false_positive_components: {ISLES} is absent; it needs the two ISLES'22 cases")
@@ -45,33 +129,21 @@ def main() -> None:
         package = fold_package(directory)
         if case in real_cases_used(package):
             raise SystemExit(f"false_positive_components: {directory} was trained on {case}; it is not held out")
-        study, truth = load_real(case, False)
-        prepared = prepare(case, study, truth, package, regions=False, seed_package=seed)
-        dwi = np.asarray(study.dwi.array, dtype=np.float64)
-        dwi = dwi / np.median(dwi[prepared.brain])
-        adc = np.asarray(study.adc.array, dtype=np.float64)
-        candidate = (prepared.probability >= THRESHOLD) & prepared.brain
-        if prepared.seed is not None:
-            from LambdaSegmentLib.inference.postprocess import components_holding
-
-            candidate = components_holding(candidate, prepared.seed)
-        labels, count = ndimage.label(candidate, structure=np.ones((3, 3, 3), bool))
-        for index in range(1, count + 1):
-            component = labels == index
-            if (component & prepared.truth).any():
-                continue
-            slices = np.nonzero(component.any(axis=(1, 2)))[0]
-            rows.append({"case": case, "package": directory, "voxels": int(component.sum()),
-                         "slices": [int(slices.min()), int(slices.max())],
-                         "depth_mm": round(float(np.median(prepared.depth_mm[component])), 1),
-                         "dwi": round(float(np.median(dwi[component])), 2),
-                         "adc": round(float(np.median(adc[component])), 2)})
-            print(json.dumps(rows[-1]), flush=True)
+        studies = [(case, *load_real(case, False))]
+        if args.synthetic_large:
+            studies += [(f"synth-{s}", *synthetic(s, **SYNTHETIC_LARGE_RANGES)) for s in SYNTHETIC_LARGE_SEEDS]
+        for name, study, truth in studies:
+            prepared = prepare(name, study, truth, package, regions=False, seed_package=seed)
+            for row in component_rows(name, prepared, directory):
+                if row["kind"] == "false" or args.lesions or name.startswith("synth-"):
+                    rows.append(row)
+                    print(json.dumps(rows[-1]), flush=True)
     from LambdaSegmentLib.training.export import source_revision
 
     out = REPO / "benchmarks" / "results" / f"false_positive_components_{args.label}.json"
     command = (f"benchmarks/false_positive_components.py --label {args.label}" + "".join(f" --package {p}" for p in args.package)
-               + (f" --seed-package {args.seed_package}" if args.seed_package else ""))
+               + (f" --seed-package {args.seed_package}" if args.seed_package else "")
+               + (" --lesions" if args.lesions else "") + (" --synthetic-large" if args.synthetic_large else ""))
     out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"written {out}")
 
