@@ -28,6 +28,12 @@ synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the in
 ``partner_share`` says whether rule 82's bilateral step pairs it with a speck (issue 13's rule 83).
 Issue 13's rules 82-83 read the skull-base marks with it. Writes
 ``benchmarks/results/false_positive_components_<label>.json``; no image.
+
+``--summary LABEL ...`` reads such results back and prints, per held-out case and kind, how many
+components there are, their mL, and how many (and how many mL) have a bilateral partner at all,
+of at least 0.1 and of at least 0.5 of their size (voxel volume: the case's own):
+
+    .venv/bin/python benchmarks/false_positive_components.py --summary rim30-stream507-seed5-lesions ...
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from real_scan_cv import (ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, Prepared, fold_package, load_real,  # noqa: E402
+from real_scan_cv import (CASES, ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, Prepared, fold_package, load_real,  # noqa: E402
                           prepare, real_cases_used, synthetic)
 
 THRESHOLD = 0.5
@@ -111,10 +117,36 @@ def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict
     return rows
 
 
+def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
+    """Per (held-out case, kind) over the results of ``labels``: components, mL, and how many have
+    a bilateral partner (share > 0, >= 0.1, >= 0.5); the synthetic studies' rows left out."""
+    from LambdaSegmentLib.io import read_volume
+
+    voxel_ml = {case: read_volume(ISLES / CASES[case] / f"{CASES[case]}_ses-0001_dwi.nii.gz").voxel_volume_mm3 / 1000
+                for case in CASES}
+    table: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        rows = json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())["rows"]
+        for row in rows:
+            if row["case"] not in CASES:
+                continue
+            entry = table.setdefault(f"{row['case']} {row['kind']}", {"components": 0, "ml": 0.0})
+            ml = row["voxels"] * voxel_ml[row["case"]]
+            entry["components"] += 1
+            entry["ml"] += ml
+            for name, partnered in (("any", row["partner_share"] > 0), ("0.1", row["partner_share"] >= 0.1),
+                                    ("0.5", row["partner_share"] >= 0.5)):
+                entry[f"partner_{name}"] = entry.get(f"partner_{name}", 0) + int(partnered)
+                entry[f"partner_{name}_ml"] = entry.get(f"partner_{name}_ml", 0.0) + (ml if partnered else 0.0)
+    return {key: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for key, entry in sorted(table.items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--label", required=True)
-    parser.add_argument("--package", action="append", required=True, metavar="CASE=DIR")
+    parser.add_argument("--summary", nargs="+", default=None, metavar="LABEL",
+                        help="summarise these labels' results (no segmentation)")
+    parser.add_argument("--label")
+    parser.add_argument("--package", action="append", metavar="CASE=DIR")
     parser.add_argument("--seed-package", default=None, metavar="DIR")
     parser.add_argument("--lesions", action="store_true", help="list the components that hold expert voxels too")
     parser.add_argument("--synthetic-large", action="store_true",
@@ -122,6 +154,12 @@ def main() -> None:
     args = parser.parse_args()
     if not ISLES.is_dir():
         raise SystemExit(f"false_positive_components: {ISLES} is absent; it needs the two ISLES'22 cases")
+    if args.summary:
+        for key, entry in summary(args.summary).items():
+            print(key, json.dumps(entry))
+        return
+    if not args.label or not args.package:
+        parser.error("--label and --package are required (or --summary LABEL ...)")
     seed = fold_package(args.seed_package) if args.seed_package else None
     rows = []
     for spec in args.package:
