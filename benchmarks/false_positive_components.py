@@ -31,7 +31,8 @@ Issue 13's rules 82-83 read the skull-base marks with it. Writes
 
 ``--summary LABEL ...`` reads such results back and prints, per held-out case and kind, how many
 components there are, their mL, and how many (and how many mL) have a bilateral partner at all,
-of at least 0.1 and of at least 0.5 of their size (voxel volume: the case's own):
+of at least 0.1 and of at least 0.5 of their size (voxel volume: the case's own), and each
+feature's interquartile range over the components:
 
     .venv/bin/python benchmarks/false_positive_components.py --summary rim30-stream507-seed5-lesions ...
 """
@@ -58,6 +59,7 @@ THRESHOLD = 0.5
 PARTNER_MM = 4.0
 RING_MM = (2.0, 6.0)
 CSF_RELATIVE_ADC = 2.5
+FEATURES = ("depth_mm", "dwi", "adc", "ring_dwi", "ring_adc", "contralateral", "elongation", "csf_mm")  # --summary's
 
 
 def in_plane_ball(prepared: Prepared, radius_mm: float) -> np.ndarray:
@@ -118,13 +120,15 @@ def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict
 
 
 def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
-    """Per (held-out case, kind) over the results of ``labels``: components, mL, and how many have
-    a bilateral partner (share > 0, >= 0.1, >= 0.5); the synthetic studies' rows left out."""
+    """Per (held-out case, kind) over the results of ``labels``: components, mL, how many have
+    a bilateral partner (share > 0, >= 0.1, >= 0.5), and each feature's interquartile range
+    (``iqr``, over the components where it is defined); the synthetic studies' rows left out."""
     from LambdaSegmentLib.io import read_volume
 
     voxel_ml = {case: read_volume(ISLES / CASES[case] / f"{CASES[case]}_ses-0001_dwi.nii.gz").voxel_volume_mm3 / 1000
                 for case in CASES}
     table: dict[str, dict[str, Any]] = {}
+    values: dict[str, dict[str, list[float]]] = {}
     for label in labels:
         rows = json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())["rows"]
         for row in rows:
@@ -134,10 +138,16 @@ def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
             ml = row["voxels"] * voxel_ml[row["case"]]
             entry["components"] += 1
             entry["ml"] += ml
+            for feature in FEATURES:
+                if row[feature] is not None:
+                    values.setdefault(f"{row['case']} {row['kind']}", {}).setdefault(feature, []).append(row[feature])
             for name, partnered in (("any", row["partner_share"] > 0), ("0.1", row["partner_share"] >= 0.1),
                                     ("0.5", row["partner_share"] >= 0.5)):
                 entry[f"partner_{name}"] = entry.get(f"partner_{name}", 0) + int(partnered)
                 entry[f"partner_{name}_ml"] = entry.get(f"partner_{name}_ml", 0.0) + (ml if partnered else 0.0)
+    for key, entry in table.items():
+        entry["iqr"] = {feature: [round(float(q), 2) for q in np.percentile(found, [25, 75])]
+                        for feature, found in values.get(key, {}).items()}
     return {key: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for key, entry in sorted(table.items())}
 
 
