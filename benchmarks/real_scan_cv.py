@@ -339,12 +339,13 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 
 
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
-                       bilateral_mm: float | None = None, bilateral_fraction: float = 0.0) -> list[PostProcessing]:
+                       bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,)) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
-    bilateral step on at that radius in every setting, searched or not; ``bilateral_fraction``
-    is the smallest partner that counts wherever the step is on
-    (``PostProcessing.bilateral_partner_fraction``)."""
+    bilateral step on at that radius in every setting, searched or not; wherever the step is on,
+    each of ``bilateral_fractions`` in turn is the smallest partner that counts
+    (``PostProcessing.bilateral_partner_fraction``: the search chooses among them, the first
+    winning a tie)."""
     grid = {**GRID, "threshold": tuple(thresholds)}
     if bilateral_mm is not None:
         grid["bilateral"] = (bilateral_mm,)
@@ -354,10 +355,10 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
-                           max_relative_adc=a, bilateral_partner_mm=b,
-                           bilateral_partner_fraction=bilateral_fraction if b is not None else 0.0)
+                           max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share)
             for t, s, e, c, r, f, g, a, b in itertools.product(*axes)
-            if (c is not None or r == search_axis[0]) and (g is None or g < t)]
+            if (c is not None or r == search_axis[0]) and (g is None or g < t)
+            for share in (bilateral_fractions if b is not None else (0.0,))]
 
 
 def targets_score(mask: np.ndarray, truth: np.ndarray, voxel_volume_mm3: float) -> float:
@@ -378,7 +379,7 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
-           bilateral_mm: float | None = None, bilateral_fraction: float = 0.0) -> tuple[PostProcessing, float]:
+           bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,)) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -386,7 +387,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fraction):
+    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -463,9 +464,10 @@ def main() -> None:
     parser.add_argument("--bilateral-partner-mm", type=float, default=None, metavar="R",
                         help="fix the bilateral step on at this in-plane radius (mm) in every searched setting "
                              "(postprocess.PostProcessing.bilateral_partner_mm; default: off unless --steps names bilateral)")
-    parser.add_argument("--bilateral-partner-fraction", type=partner_fraction, default=0.0, metavar="F",
+    parser.add_argument("--bilateral-partner-fraction", type=partner_fraction, nargs="+", default=[0.0], metavar="F",
                         help="wherever the bilateral step is on, only a partner holding at least this share of a "
-                             "lesion's voxels counts (postprocess.PostProcessing.bilateral_partner_fraction; default 0: any)")
+                             "lesion's voxels counts (postprocess.PostProcessing.bilateral_partner_fraction; default 0: "
+                             "any); several values: the search chooses, the first winning a tie")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -497,7 +499,7 @@ def main() -> None:
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
-             args.bilateral_partner_mm, args.bilateral_partner_fraction, args.validation_large)
+             args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -536,7 +538,7 @@ def main() -> None:
             validation = [prepare(name, study, truth, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for name, study, truth in search_studies]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
-                                         args.bilateral_partner_mm, args.bilateral_partner_fraction)
+                                         args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction))
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -583,7 +585,7 @@ def main() -> None:
 
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
-         bilateral_mm: float | None = None, bilateral_fraction: float = 0.0, large: int = 0) -> None:
+         bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
     ``large``: ``--validation-large``) and write it into its manifest."""
@@ -594,7 +596,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
            for case in CASES for thick in (False, True)]
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
                   for name, study, truth in validation_studies(extra_ranges, large)]
-    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fraction)
+    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -602,7 +604,8 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
         "command": f"benchmarks/real_scan_cv.py --ship PKG --objective {objective_name} --steps " + " ".join(steps)
                    + (f" --thresholds {' '.join(map(str, thresholds))}" if tuple(thresholds) != GRID["threshold"] else "")
                    + (f" --bilateral-partner-mm {bilateral_mm:g}" if bilateral_mm is not None else "")
-                   + (f" --bilateral-partner-fraction {bilateral_fraction:g}" if bilateral_fraction else "")
+                   + (f" --bilateral-partner-fraction {' '.join(f'{f:g}' for f in bilateral_fractions)}"
+                      if tuple(bilateral_fractions) != (0.0,) else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
                    + (f" --validation-large {large}" if large else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],

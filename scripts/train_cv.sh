@@ -184,10 +184,11 @@ THRESHOLDS=${THRESHOLDS:-}
 BILATERAL_MM=${BILATERAL_MM:-}
 [[ -n $BILATERAL_MM ]] && STEPS+=(--bilateral-partner-mm "$BILATERAL_MM")
 # BILATERAL_FRACTION=0.5: only a partner of at least half a lesion's voxels counts wherever the
-# bilateral step is on (--bilateral-partner-fraction; rule 83). VALIDATION_LARGE=N adds N
+# bilateral step is on (--bilateral-partner-fraction; rule 83; "0.5 0.25 0.1": the search chooses,
+# rule 84). VALIDATION_LARGE=N adds N
 # whole-territory infarcts to the search's validation studies (--validation-large; rule 83).
 BILATERAL_FRACTION=${BILATERAL_FRACTION:-}
-[[ -n $BILATERAL_FRACTION ]] && STEPS+=(--bilateral-partner-fraction "$BILATERAL_FRACTION")
+[[ -n $BILATERAL_FRACTION ]] && STEPS+=(--bilateral-partner-fraction $BILATERAL_FRACTION)  # several: searched
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 

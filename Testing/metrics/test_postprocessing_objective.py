@@ -113,10 +113,14 @@ def test_validation_large_adds_skull_stripped_whole_territory_studies_after_the_
 
 
 def test_the_search_keeps_the_bilateral_partner_fraction_wherever_the_step_is_on(cv) -> None:
-    settings = cv.candidate_settings(("threshold", "bilateral"), (0.5,), bilateral_fraction=0.5)
-    assert {(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in settings} == {(None, 0.0), (4.0, 0.5)}
-    fixed = cv.candidate_settings(("threshold",), (0.5,), bilateral_mm=4.0, bilateral_fraction=0.5)
+    settings = cv.candidate_settings(("threshold", "bilateral"), (0.5,), bilateral_fractions=(0.5,))
+    assert [(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in settings] == [(None, 0.0), (4.0, 0.5)]
+    fixed = cv.candidate_settings(("threshold",), (0.5,), bilateral_mm=4.0, bilateral_fractions=(0.5,))
     assert [(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in fixed] == [(4.0, 0.5)]
+    # several: one setting each, in the order given (the first wins a tie), the step off first
+    searched = cv.candidate_settings(("threshold", "bilateral"), (0.5,), bilateral_fractions=(0.5, 0.25, 0.1))
+    assert [(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in searched] == [
+        (None, 0.0), (4.0, 0.5), (4.0, 0.25), (4.0, 0.1)]
     with pytest.raises(argparse.ArgumentTypeError, match="finite share"):
         cv.partner_fraction("-1")
 
