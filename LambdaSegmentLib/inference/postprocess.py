@@ -95,6 +95,8 @@ class PostProcessing:
         if not (np.isfinite(self.bilateral_partner_fraction) and self.bilateral_partner_fraction >= 0.0):
             raise ValueError("bilateral_partner_fraction must be a finite share >= 0 of a component's voxels, "
                              f"not {self.bilateral_partner_fraction}")
+        if self.bilateral_partner_fraction > 0.0 and self.bilateral_partner_mm is None:
+            raise ValueError("bilateral_partner_fraction is set but the bilateral check is off: give bilateral_partner_mm too")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:

@@ -152,6 +152,8 @@ def test_a_comparable_partner_fraction_keeps_a_large_lesion_whose_mirror_region_
     assert not anything[large].any() and not anything[speck].any() and not anything[bilateral].any()
     with pytest.raises(ValueError, match="bilateral_partner_fraction must be"):
         PostProcessing(bilateral_partner_fraction=-0.5)
+    with pytest.raises(ValueError, match="give bilateral_partner_mm too"):
+        PostProcessing.from_manifest({"postprocessing": {"bilateral_partner_fraction": 0.5}})
 
 
 def test_the_bilateral_check_is_a_manifest_setting_and_needs_its_partners() -> None:
