@@ -64,11 +64,9 @@ FEATURES = ("depth_mm", "dwi", "adc", "ring_dwi", "ring_adc", "contralateral", "
 
 def in_plane_ball(prepared: Prepared, radius_mm: float) -> np.ndarray:
     """bool (2rk+1, 2rj+1, 2ri+1): an in-plane ellipse of ``radius_mm`` on the study's grid."""
-    from LambdaSegmentLib.inference.postprocess import partner_radius_voxels
+    from LambdaSegmentLib.inference.postprocess import ellipse_footprint, partner_radius_voxels
 
-    radius = partner_radius_voxels(prepared.study.dwi, radius_mm)
-    grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius)]
-    return sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius)) <= 1.0
+    return ellipse_footprint(partner_radius_voxels(prepared.study.dwi, radius_mm))
 
 
 def elongation(component: np.ndarray, spacing_kji: tuple[float, float, float]) -> float | None:

@@ -300,8 +300,7 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
         return found
     sizes = np.bincount(labels.ravel(), minlength=count + 1)
     radius = np.asarray(radius_voxels, dtype=int)
-    grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius)]
-    ellipse = sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius)) <= 1.0  # (2r+1) per axis, ≥ one voxel
+    ellipse = ellipse_footprint(radius_voxels)
     for index, box in enumerate(ndimage.find_objects(labels), start=1):
         if box is None:
             continue
@@ -313,6 +312,13 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
         if partners.size:
             found[index - 1] = sizes[partners].max() / sizes[index]
     return found
+
+
+def ellipse_footprint(radius_voxels: tuple[int, int, int]) -> np.ndarray:
+    """bool (2rk+1, 2rj+1, 2ri+1): the ellipse with these radii per array axis (k, j, i), for
+    dilations; a radius of 0 keeps it one voxel thick along that axis (in-plane)."""
+    grids = np.ogrid[tuple(slice(-r, r + 1) for r in radius_voxels)]
+    return sum((g / max(r, 1)) ** 2 for g, r in zip(grids, radius_voxels)) <= 1.0
 
 
 def partner_radius_voxels(volume: Volume, radius_mm: float) -> tuple[int, int, int]:
