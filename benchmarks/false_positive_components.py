@@ -23,6 +23,13 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
 - ``csf_mm``: median distance (mm) to the nearest brain voxel whose ADC is at least 2.5 × the
   brain's median (ventricles, temporal horns, sulci).
 
+``--experts`` lists every expert lesion (26-connected component of the reference) as well, with
+what it would take to find it: its voxels, median DWI, ADC and depth, the network's largest
+probability on it (before the seed step), whether the seed network marks any of it, and at which
+of the thresholds 0.5, 0.3 and 0.1 a candidate component after the seed step reaches it
+(``found_at``). It says whether a more sensitive operating point could reach the missed lesions at
+all, and whether the seed step would let it (issue 13's rule 85).
+
 ``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
 synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the infarct's
 ``partner_share`` says whether rule 82's bilateral step pairs it with a speck (issue 13's rule 83).
@@ -59,6 +66,7 @@ THRESHOLD = 0.5
 PARTNER_MM = 4.0
 RING_MM = (2.0, 6.0)
 CSF_RELATIVE_ADC = 2.5
+EXPERT_THRESHOLDS = (0.5, 0.3, 0.1)  # --experts: the operating points each lesion is tried at
 FEATURES = ("depth_mm", "dwi", "adc", "ring_dwi", "ring_adc", "contralateral", "elongation", "csf_mm")  # --summary's
 
 
@@ -117,6 +125,54 @@ def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict
     return rows
 
 
+def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
+    """One row per expert lesion (26-connected component of the reference): what it would take to
+    find it (see the module docstring, ``--experts``)."""
+    study = prepared.study
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    dwi = dwi / np.median(dwi[prepared.brain])
+    adc = np.asarray(study.adc.array, dtype=np.float64)
+    lesions, _ = ndimage.label(prepared.truth, structure=np.ones((3, 3, 3), dtype=bool))
+    found = {t: prepared.components(t).labels != 0 for t in EXPERT_THRESHOLDS}
+    seed = prepared.seed
+    rows = []
+    for index, box in enumerate(ndimage.find_objects(lesions), start=1):
+        lesion = lesions[box] == index
+        rows.append({
+            "case": name, "voxels": int(lesion.sum()),
+            "dwi": round(float(np.median(dwi[box][lesion])), 2), "adc": round(float(np.median(adc[box][lesion])), 2),
+            "depth_mm": round(float(np.median(prepared.depth_mm[box][lesion])), 1),
+            "max_probability": round(float(prepared.probability[box][lesion].max()), 3),
+            "seeded": None if seed is None else bool(seed[box][lesion].any()),
+            "found_at": [t for t in EXPERT_THRESHOLDS if found[t][box][lesion].any()],
+        })
+    return rows
+
+
+def expert_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per held-out case: expert lesions and mL found at each of ``EXPERT_THRESHOLDS`` (after the
+    seed step), and of those not found at 0.5, how many the network gives 0.3-0.5 or 0.1-0.3 at
+    most, and how many of those the seed network marks (``voxel_ml``: per case)."""
+    table: dict[str, Any] = {}
+    for row in rows:
+        entry = table.setdefault(row["case"], {"lesions": 0, "ml": 0.0})
+        ml = row["voxels"] * row["voxel_ml"]
+        entry["lesions"] += 1
+        entry["ml"] += ml
+        for t in EXPERT_THRESHOLDS:
+            if t in row["found_at"]:
+                entry[f"found_{t}"] = entry.get(f"found_{t}", 0) + 1
+                entry[f"found_{t}_ml"] = entry.get(f"found_{t}_ml", 0.0) + ml
+        if 0.5 not in row["found_at"]:
+            for low, high in ((0.3, 0.5), (0.1, 0.3)):
+                if low <= row["max_probability"] < high:
+                    key = f"missed_p{low}-{high}"
+                    entry[key] = entry.get(key, 0) + 1
+                    entry[f"{key}_ml"] = entry.get(f"{key}_ml", 0.0) + ml
+                    entry[f"{key}_seeded"] = entry.get(f"{key}_seeded", 0) + int(bool(row["seeded"]))
+    return {case: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for case, entry in sorted(table.items())}
+
+
 def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
     """Per (held-out case, kind) over the results of ``labels``: components, mL, how many have
     a bilateral partner (share > 0, >= 0.1, >= 0.5), and each feature's interquartile range
@@ -127,8 +183,11 @@ def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
                 for case in CASES}
     table: dict[str, dict[str, Any]] = {}
     values: dict[str, dict[str, list[float]]] = {}
+    experts: list[dict[str, Any]] = []
     for label in labels:
-        rows = json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())["rows"]
+        result = json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())
+        experts += [{**row, "voxel_ml": voxel_ml[row["case"]]} for row in result.get("experts", []) if row["case"] in CASES]
+        rows = result["rows"]
         for row in rows:
             if row["case"] not in CASES:
                 continue
@@ -146,7 +205,9 @@ def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
     for key, entry in table.items():
         entry["iqr"] = {feature: [round(float(q), 2) for q in np.percentile(found, [25, 75])]
                         for feature, found in values.get(key, {}).items()}
-    return {key: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for key, entry in sorted(table.items())}
+    out = {key: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for key, entry in sorted(table.items())}
+    out.update({f"{case} experts": entry for case, entry in expert_summary(experts).items()})
+    return out
 
 
 def main() -> None:
@@ -157,6 +218,8 @@ def main() -> None:
     parser.add_argument("--package", action="append", metavar="CASE=DIR")
     parser.add_argument("--seed-package", default=None, metavar="DIR")
     parser.add_argument("--lesions", action="store_true", help="list the components that hold expert voxels too")
+    parser.add_argument("--experts", action="store_true",
+                        help="list every expert lesion too, with the probability and the threshold that would find it")
     parser.add_argument("--synthetic-large", action="store_true",
                         help="also each package on the six whole-territory synthetic scoring studies (every component)")
     args = parser.parse_args()
@@ -169,7 +232,7 @@ def main() -> None:
     if not args.label or not args.package:
         parser.error("--label and --package are required (or --summary LABEL ...)")
     seed = fold_package(args.seed_package) if args.seed_package else None
-    rows = []
+    rows, experts = [], []
     for spec in args.package:
         case, directory = spec.split("=", 1)
         package = fold_package(directory)
@@ -180,6 +243,10 @@ def main() -> None:
             studies += [(f"synth-{s}", *synthetic(s, **SYNTHETIC_LARGE_RANGES)) for s in SYNTHETIC_LARGE_SEEDS]
         for name, study, truth in studies:
             prepared = prepare(name, study, truth, package, regions=False, seed_package=seed)
+            if args.experts and name in CASES:
+                for row in expert_rows(name, prepared):
+                    experts.append({**row, "package": directory})
+                    print(json.dumps(experts[-1]), flush=True)
             for row in component_rows(name, prepared, directory):
                 if row["kind"] == "false" or args.lesions or name.startswith("synth-"):
                     rows.append(row)
@@ -189,8 +256,8 @@ def main() -> None:
     out = REPO / "benchmarks" / "results" / f"false_positive_components_{args.label}.json"
     command = (f"benchmarks/false_positive_components.py --label {args.label}" + "".join(f" --package {p}" for p in args.package)
                + (f" --seed-package {args.seed_package}" if args.seed_package else "")
-               + (" --lesions" if args.lesions else "") + (" --synthetic-large" if args.synthetic_large else ""))
-    out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows}, indent=1) + "\n", encoding="utf-8")
+               + (" --lesions" if args.lesions else "") + (" --experts" if args.experts else "") + (" --synthetic-large" if args.synthetic_large else ""))
+    out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows, "experts": experts}, indent=1) + "\n", encoding="utf-8")
     print(f"written {out}")
 
 

@@ -48,3 +48,41 @@ def test_each_component_s_kind_ring_contrast_partner_share_and_shape(script) -> 
     assert elongated["elongation"] > 3.0 and lesion["elongation"] == 1.0
     assert small["csf_mm"] == 9.0 and lesion["csf_mm"] > 40.0  # median of 0, 2, ..., 18 mm: it reaches the CSF
     assert lesion["slices"] == [2, 3] and elongated["slices"] == [3, 3]
+
+
+def test_each_expert_lesion_s_probability_seed_and_the_thresholds_that_find_it(script) -> None:
+    shape = (4, 20, 20)  # (k, j, i), 2 mm voxels, axial
+    brain = np.ones(shape, dtype=bool)
+    truth = np.zeros(shape, dtype=bool)
+    probability = np.zeros(shape, dtype=np.float32)
+    truth[1:3, 2:4, 2:4] = True  # found at 0.5: 8 voxels
+    probability[1:3, 2:4, 2:4] = 0.8
+    truth[1, 10:12, 10:12] = True  # faint (0.35 at most): found at 0.3, not at 0.5; seeded
+    probability[1, 10:12, 10:12] = 0.2
+    probability[1, 10, 10] = 0.35
+    truth[2, 15, 15] = True  # very faint (0.15) and not seeded: found nowhere, since the seed step drops it
+    probability[2, 15, 15] = 0.15
+    seed = np.zeros(shape, dtype=bool)
+    seed[1:3, 2:4, 2:4] = True
+    seed[1, 10, 10] = True
+    depth = np.full(shape, 10.0)
+
+    def components(threshold: float):
+        from LambdaSegmentLib.inference.postprocess import keep_seeded_components
+        return find_components(keep_seeded_components(probability, threshold, brain, seed), threshold, brain=brain,
+                               voxel_volume_mm3=8.0, depth_mm=depth)
+
+    study = SimpleNamespace(dwi=Volume(np.ones(shape, np.float32), (2.0, 2.0, 2.0)),
+                            adc=Volume(np.full(shape, 0.7, np.float32), (2.0, 2.0, 2.0)))
+    prepared = SimpleNamespace(study=study, brain=brain, truth=truth, depth_mm=depth, probability=probability,
+                               seed=seed, components=components)
+    rows = {row["voxels"]: row for row in script.expert_rows("0001", prepared)}
+    strong, faint, tiny = rows[8], rows[4], rows[1]
+    assert strong["found_at"] == [0.5, 0.3, 0.1] and strong["max_probability"] == 0.8 and strong["seeded"]
+    assert faint["found_at"] == [0.3, 0.1] and faint["max_probability"] == 0.35 and faint["seeded"]
+    assert tiny["found_at"] == [] and tiny["max_probability"] == 0.15 and tiny["seeded"] is False
+    summary = script.expert_summary([{**row, "voxel_ml": 0.008} for row in rows.values()])["0001"]
+    assert summary["lesions"] == 3 and summary["found_0.5"] == 1 and summary["found_0.3"] == 2
+    assert summary["missed_p0.3-0.5"] == 1 and summary["missed_p0.3-0.5_seeded"] == 1
+    assert summary["missed_p0.1-0.3"] == 1 and summary["missed_p0.1-0.3_seeded"] == 0
+    assert summary["found_0.3_ml"] == pytest.approx(0.1)
