@@ -27,7 +27,7 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
 what it would take to find it: its voxels, median DWI, ADC and depth, the network's largest
 probability on it (before the seed step), whether the seed network marks any of it, and at which
 of the thresholds 0.5, 0.3 and 0.1 a candidate component after the seed step reaches it
-(``found_at``). It says whether a more sensitive operating point could reach the missed lesions at
+(``found_at``), and how many of its voxels those candidates cover there (``covered``). It says whether a more sensitive operating point could reach the missed lesions at
 all, and whether the seed step would let it (issue 13's rule 85).
 
 ``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
@@ -145,13 +145,14 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
             "max_probability": round(float(prepared.probability[box][lesion].max()), 3),
             "seeded": None if seed is None else bool(seed[box][lesion].any()),
             "found_at": [t for t in EXPERT_THRESHOLDS if found[t][box][lesion].any()],
+            "covered": [int(found[t][box][lesion].sum()) for t in EXPERT_THRESHOLDS],
         })
     return rows
 
 
 def expert_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per held-out case: expert lesions and mL found at each of ``EXPERT_THRESHOLDS`` (after the
-    seed step), and of those not found at 0.5, how many the network gives 0.3-0.5 or 0.1-0.3 at
+    seed step), the expert mL those candidates cover (``covered_<t>_ml``), and of those not found at 0.5, how many the network gives 0.3-0.5 or 0.1-0.3 at
     most, and how many of those the seed network marks (``voxel_ml``: per case)."""
     table: dict[str, Any] = {}
     for row in rows:
@@ -159,7 +160,8 @@ def expert_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         ml = row["voxels"] * row["voxel_ml"]
         entry["lesions"] += 1
         entry["ml"] += ml
-        for t in EXPERT_THRESHOLDS:
+        for t, covered in zip(EXPERT_THRESHOLDS, row["covered"]):
+            entry[f"covered_{t}_ml"] = entry.get(f"covered_{t}_ml", 0.0) + covered * row["voxel_ml"]
             if t in row["found_at"]:
                 entry[f"found_{t}"] = entry.get(f"found_{t}", 0) + 1
                 entry[f"found_{t}_ml"] = entry.get(f"found_{t}_ml", 0.0) + ml

@@ -79,10 +79,12 @@ def test_each_expert_lesion_s_probability_seed_and_the_thresholds_that_find_it(s
     rows = {row["voxels"]: row for row in script.expert_rows("0001", prepared)}
     strong, faint, tiny = rows[8], rows[4], rows[1]
     assert strong["found_at"] == [0.5, 0.3, 0.1] and strong["max_probability"] == 0.8 and strong["seeded"]
+    assert strong["covered"] == [8, 8, 8] and faint["covered"] == [0, 1, 4] and tiny["covered"] == [0, 0, 0]
     assert faint["found_at"] == [0.3, 0.1] and faint["max_probability"] == 0.35 and faint["seeded"]
     assert tiny["found_at"] == [] and tiny["max_probability"] == 0.15 and tiny["seeded"] is False
-    summary = script.expert_summary([{**row, "voxel_ml": 0.008} for row in rows.values()])["0001"]
+    summary = script.expert_summary([{**row, "voxel_ml": 1.0} for row in rows.values()])["0001"]
     assert summary["lesions"] == 3 and summary["found_0.5"] == 1 and summary["found_0.3"] == 2
     assert summary["missed_p0.3-0.5"] == 1 and summary["missed_p0.3-0.5_seeded"] == 1
     assert summary["missed_p0.1-0.3"] == 1 and summary["missed_p0.1-0.3_seeded"] == 0
-    assert summary["found_0.3_ml"] == pytest.approx(0.1)
+    assert summary["found_0.3_ml"] == 12.0
+    assert summary["covered_0.5_ml"] == 8.0 and summary["covered_0.1_ml"] == 12.0
