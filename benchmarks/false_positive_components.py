@@ -25,10 +25,11 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
 
 ``--experts`` lists every expert lesion (26-connected component of the reference) as well, with
 what it would take to find it: its voxels, median DWI, ADC and depth, the network's largest
-probability on it (before the seed step), whether the seed network marks any of it, and at which
-of the thresholds 0.5, 0.3 and 0.1 a candidate component after the seed step reaches it
-(``found_at``), and how many of its voxels those candidates cover there (``covered``). It says whether a more sensitive operating point could reach the missed lesions at
-all, and whether the seed step would let it (issue 13's rule 85).
+probability on it (before any seed step), whether the seed network marks any of it (with
+``--seed-package``), at which of the thresholds 0.5, 0.3 and 0.1 a candidate component (after
+the seed step, if any) reaches it (``found_at``), and how many of its voxels those candidates
+cover there (``covered``). It says whether a more sensitive operating point could reach the
+missed lesions at all, and whether the seed step would let it (issue 13's rule 85).
 
 ``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
 synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the infarct's
@@ -59,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 from real_scan_cv import (CASES, ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, Prepared, fold_package, load_real,  # noqa: E402
                           prepare, real_cases_used, synthetic)
 
@@ -132,7 +134,7 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
     dwi = dwi / np.median(dwi[prepared.brain])
     adc = np.asarray(study.adc.array, dtype=np.float64)
-    lesions, _ = ndimage.label(prepared.truth, structure=np.ones((3, 3, 3), dtype=bool))
+    lesions, _ = label_lesions(prepared.truth)
     found = {t: prepared.components(t).labels != 0 for t in EXPERT_THRESHOLDS}
     seed = prepared.seed
     rows = []
@@ -151,9 +153,10 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
 
 
 def expert_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per held-out case: expert lesions and mL found at each of ``EXPERT_THRESHOLDS`` (after the
-    seed step), the expert mL those candidates cover (``covered_<t>_ml``), and of those not found at 0.5, how many the network gives 0.3-0.5 or 0.1-0.3 at
-    most, and how many of those the seed network marks (``voxel_ml``: per case)."""
+    """Per held-out case: expert lesions and mL found at each of ``EXPERT_THRESHOLDS`` (after any
+    seed step), the expert mL those candidates cover (``covered_<t>_ml``), and of those not found
+    at 0.5, how many the network gives 0.3-0.5 or 0.1-0.3 at most, and how many of those the
+    seed network marks. Each row carries its case's ``voxel_ml``."""
     table: dict[str, Any] = {}
     for row in rows:
         entry = table.setdefault(row["case"], {"lesions": 0, "ml": 0.0})
