@@ -90,12 +90,17 @@ def elongation(component: np.ndarray, spacing_kji: tuple[float, float, float]) -
     return round(float(np.sqrt(high / max(low, 1e-6))), 2)
 
 
+def relative_dwi_and_adc(prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (nk, nj, ni) each: the study's DWI over its brain median, and its ADC as given
+    (10⁻³ mm²/s): what every row's ``dwi`` and ``adc`` are medians of."""
+    dwi = np.asarray(prepared.study.dwi.array, dtype=np.float64)
+    return dwi / np.median(dwi[prepared.brain]), np.asarray(prepared.study.adc.array, dtype=np.float64)
+
+
 def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict[str, Any]]:
     """One row per candidate component at ``THRESHOLD`` (after the seed step), features as the module says."""
     study = prepared.study
-    dwi = np.asarray(study.dwi.array, dtype=np.float64)
-    dwi = dwi / np.median(dwi[prepared.brain])
-    adc = np.asarray(study.adc.array, dtype=np.float64)
+    dwi, adc = relative_dwi_and_adc(prepared)
     components = prepared.components(THRESHOLD, bilateral_mm=PARTNER_MM)
     labels = components.labels
     spacing_kji = tuple(reversed(study.dwi.spacing_mm))
@@ -130,24 +135,22 @@ def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict
 def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     """One row per expert lesion (26-connected component of the reference): what it would take to
     find it (see the module docstring, ``--experts``)."""
-    study = prepared.study
-    dwi = np.asarray(study.dwi.array, dtype=np.float64)
-    dwi = dwi / np.median(dwi[prepared.brain])
-    adc = np.asarray(study.adc.array, dtype=np.float64)
+    dwi, adc = relative_dwi_and_adc(prepared)
     lesions, _ = label_lesions(prepared.truth)
     found = {t: prepared.components(t).labels != 0 for t in EXPERT_THRESHOLDS}
     seed = prepared.seed
     rows = []
     for index, box in enumerate(ndimage.find_objects(lesions), start=1):
         lesion = lesions[box] == index
+        covered = [int(found[t][box][lesion].sum()) for t in EXPERT_THRESHOLDS]
         rows.append({
             "case": name, "voxels": int(lesion.sum()),
             "dwi": round(float(np.median(dwi[box][lesion])), 2), "adc": round(float(np.median(adc[box][lesion])), 2),
             "depth_mm": round(float(np.median(prepared.depth_mm[box][lesion])), 1),
             "max_probability": round(float(prepared.probability[box][lesion].max()), 3),
             "seeded": None if seed is None else bool(seed[box][lesion].any()),
-            "found_at": [t for t in EXPERT_THRESHOLDS if found[t][box][lesion].any()],
-            "covered": [int(found[t][box][lesion].sum()) for t in EXPERT_THRESHOLDS],
+            "found_at": [t for t, voxels in zip(EXPERT_THRESHOLDS, covered) if voxels],
+            "covered": covered,
         })
     return rows
 
