@@ -11,7 +11,12 @@ voxels, four contrasts:
 Sources: the two ISLES'22 cases natively (``../shared``; numbers only, never images), and
 synthetic embolic showers (the studies of ``small_lesion_detection.py``: skull-stripped, 2 mm,
 2-10 mL, seeds 33,000,000+) with the generator's defaults and with
-``faint_lesion_probability`` 1.0. Quartiles per size bin are written as JSON and Markdown.
+``faint_lesion_probability`` 1.0; and stage 2's injected infarcts on each real case
+(``training.real_backgrounds.inject_infarcts``, 0-3 per study as stage 2 draws them, seeds
+(34,000,000, s) for s < 20, used by nothing else), with the default lesion signal and with the
+faint one (``synthesis.generator.faint_signal_ranges``, issue 13's rule 87): only the injected
+components count, never the case's own lesions. Quartiles per size bin are written as JSON and
+Markdown.
 
     .venv/bin/python benchmarks/lesion_contrast.py   # -> benchmarks/results/lesion_contrast.{json,md}
 """
@@ -41,6 +46,27 @@ from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 
 MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring")
 RING_VOXELS = 2
+INJECTION_SEED = 34_000_000
+INJECTED_STUDIES = 20
+
+
+def injected_contrasts(case: str, faint: bool, brain_method: str) -> list[dict[str, float]]:
+    """Rows of :func:`lesion_contrasts` for the infarcts stage 2 injects into real case ``case``
+    (its own expert lesions excluded), with the default or the faint lesion signal."""
+    from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
+    from LambdaSegmentLib.training import find_labelled_cases
+    from LambdaSegmentLib.training.real_backgrounds import inject_infarcts, load_background
+
+    (labelled,) = find_labelled_cases(ISLES / CASES[case])
+    background = load_background(labelled)
+    signal = faint_signal_ranges({}) if faint else None
+    rows = []
+    for study in range(INJECTED_STUDIES):
+        rng = np.random.default_rng([INJECTION_SEED, study])
+        count = int(rng.choice([0, 1, 1, 2, 3]))  # as RealBackgroundWindows.make_study
+        injected, label, _ = inject_infarcts(background, rng, count=count, signal=signal)
+        rows += lesion_contrasts(injected, label & ~background.lesion, brain_method)
+    return rows
 
 
 def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list[dict[str, float]]:
@@ -88,7 +114,12 @@ def main() -> None:
             sources[f"real {case} native"] = lesion_contrasts(*load_real(case, thick=False), method)
     for name, extra in (("synthetic embolic, defaults", {}), ("synthetic embolic, faint_lesion_probability 1.0", {"faint_lesion_probability": 1.0})):
         sources[name] = [row for seed in SEEDS for row in lesion_contrasts(*synthetic(seed, **EMBOLIC, **extra), method)]
+    if ISLES.is_dir():
+        for case in CASES:
+            for faint in (False, True):
+                sources[f"injected into {case}, {'faint' if faint else 'defaults'}"] = injected_contrasts(case, faint, method)
     results = {"ring_voxels": RING_VOXELS, "synthetic_seeds": [SEEDS[0], SEEDS[-1]], "synthetic_options": EMBOLIC,
+               "injection": {"seed": INJECTION_SEED, "studies": INJECTED_STUDIES},
                "sources": {name: summary(rows) for name, rows in sources.items()}}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

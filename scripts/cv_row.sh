@@ -13,6 +13,9 @@
 # (those of its stage 1, when that changed the lesions; issue 13's rule 64).
 # STAGE2_OPTIONS='--rim-windows 0.3' adds `lambdasegment train` options to both folds' stage 2
 # (split on spaces; issue 13's rule 81).
+# PROTOCOL=u-nlb scores the folds under protocol U-NL+B½ instead (issue 13's rule 85: no seed
+# network; the search with four whole-territory validation studies and the bilateral step at a
+# partner share of 0.5), writing $NAME-gentle-massive-seed<SEED>-unseeded-nlb.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -25,6 +28,8 @@ if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
         "$S_TW" "$SYNTHESIS_EXTRA" 2>/dev/null) || { echo "cv_row.sh: SYNTHESIS_EXTRA is not a JSON object: $SYNTHESIS_EXTRA" >&2; exit 2; }
 fi
 read -r -a stage2_options <<< "${STAGE2_OPTIONS:-}"
+PROTOCOL=${PROTOCOL:-seeded}
+[[ $PROTOCOL == seeded || $PROTOCOL == u-nlb ]] || { echo "cv_row.sh: PROTOCOL must be seeded or u-nlb, not $PROTOCOL" >&2; exit 2; }
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
@@ -32,6 +37,11 @@ for seed in "$@"; do
     for fold in foldA foldB; do
         RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}"
     done
-    RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
-        scripts/train_cv.sh evaluate-seeded
+    if [[ $PROTOCOL == u-nlb ]]; then
+        RUNS=$runs VALIDATION_LARGE=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral bilateral" \
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb" scripts/train_cv.sh evaluate
+    else
+        RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
+            scripts/train_cv.sh evaluate-seeded
+    fi
 done

@@ -82,6 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--real-backgrounds", action="append", default=[], metavar="DIR|CSV", help="labelled folder or CSV whose studies serve as backgrounds for injected synthetic infarcts (their lesions stay labelled); repeatable")
     data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
     data.add_argument("--rim-windows", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows cut around one of the case's own bright edge rims (DWI >= 2x the brain median within 8 mm of the brain's edge, unlabelled), seen as negatives (0)")
+    data.add_argument("--injected-faint", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose injected infarcts take the faint lesion signal (the --synthesis faint_* ranges: DWI 1.25-1.7x in the core), as real embolic dots often are (0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
@@ -199,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--rim-windows", "needs --real-backgrounds DIR: the rims are those cases' own")
     if not 0.0 <= args.rim_windows <= 1.0:
         raise BadInputError("--rim-windows", f"must be in [0, 1], got {args.rim_windows}")
+    if args.injected_faint > 0 and not args.real_backgrounds:
+        raise BadInputError("--injected-faint", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
+    if not 0.0 <= args.injected_faint <= 1.0:
+        raise BadInputError("--injected-faint", f"must be in [0, 1], got {args.injected_faint}")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
     if args.distill_weight is not None and not args.teacher:
@@ -233,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         real_background_studies=args.real_background_studies,
         carve_probability=args.carve_probability,
         rim_window_probability=args.rim_windows,
+        injected_faint_probability=args.injected_faint,
     )
     try:
         module = SegmentationModule(

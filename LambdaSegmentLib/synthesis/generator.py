@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -269,6 +269,19 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
         if not low <= lo <= hi <= high:
             raise ValueError(f"{name} must be a (lo, hi) range within [{low}, {high}], got {merged[name]!r}")
     return merged
+
+
+def faint_signal_ranges(ranges: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """The lesion-signal ranges (:mod:`.lesion_signal`'s names) of a faint lesion under synthesis
+    options ``ranges`` (checked; the defaults where absent): what :func:`generate` gives a faint
+    lesion, for other code that writes lesions through :func:`.lesion_signal.lesion_signal`.
+
+    Each is a (lo, hi) pair, so a draw with these in place of the defaults consumes the same
+    random numbers. Raises ValueError as :func:`check_ranges`.
+    """
+    merged = check_ranges(dict(ranges))
+    return {"core_dwi_ratio": _range(merged["faint_core_dwi_ratio"]), "edge_dwi_ratio": _range(merged["faint_edge_dwi_ratio"]),
+            "relative_adc": _range(merged["faint_relative_adc"]), "grade_reach": _range(merged["faint_grade_reach"])}
 
 
 @dataclass(frozen=True)

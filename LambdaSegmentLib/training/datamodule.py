@@ -57,6 +57,10 @@ class SegmentationDataModule(L.LightningDataModule):
         rim_window_probability: share of real-background windows cut around one of the
             background's own bright edge rims (``real_backgrounds.bright_rim_voxels``), seen
             as negatives; needs ``real_backgrounds``; 0 = none (the windows as before).
+        injected_faint_probability: share of real-background studies whose injected infarcts
+            take the faint lesion signal (``synthesis_ranges``' ``faint_*`` ranges,
+            ``synthesis.generator.faint_signal_ranges``); needs ``real_backgrounds``; 0 = none
+            (the studies as before).
     """
 
     def __init__(
@@ -80,12 +84,17 @@ class SegmentationDataModule(L.LightningDataModule):
         real_background_studies: int = 0,
         carve_probability: float = 0.0,
         rim_window_probability: float = 0.0,
+        injected_faint_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= rim_window_probability <= 1.0:
             raise ValueError(f"rim_window_probability must be in [0, 1], got {rim_window_probability}")
         if rim_window_probability > 0 and not real_backgrounds:
             raise ValueError("rim_window_probability > 0 needs real_backgrounds: the rims are those cases' own")
+        if not 0.0 <= injected_faint_probability <= 1.0:
+            raise ValueError(f"injected_faint_probability must be in [0, 1], got {injected_faint_probability}")
+        if injected_faint_probability > 0 and not real_backgrounds:
+            raise ValueError("injected_faint_probability > 0 needs real_backgrounds: the infarcts are injected into them")
         if not data and synthetic_studies <= 0 and real_background_studies <= 0:
             raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
         if bool(real_backgrounds) != (real_background_studies > 0):
@@ -112,6 +121,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.real_background_studies = int(real_background_studies)
         self.carve_probability = float(carve_probability)
         self.rim_window_probability = float(rim_window_probability)
+        self.injected_faint_probability = float(injected_faint_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -161,6 +171,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 )
             )
         if self.backgrounds:
+            from LambdaSegmentLib.synthesis.generator import faint_signal_ranges  # training-time only, as the generator
+
             channels = list(SyntheticWindows.preprocessing_channels(self.preprocessing))
             parts.append(
                 RealBackgroundWindows(
@@ -170,6 +182,8 @@ class SegmentationDataModule(L.LightningDataModule):
                     augment=functools.partial(augment_window, dwi_channel=channels.index("dwi"), eadc_channel=channels.index("eadc")),
                     rim_probability=self.rim_window_probability,
                     dwi_channel=channels.index("dwi"),
+                    faint_probability=self.injected_faint_probability,
+                    faint_signal=faint_signal_ranges(self.synthesis_ranges) if self.injected_faint_probability > 0 else None,
                 )
             )
         merged = parts[0]
@@ -222,6 +236,8 @@ class SegmentationDataModule(L.LightningDataModule):
             }
             if self.rim_window_probability > 0:
                 described["real_backgrounds"]["rim_window_probability"] = self.rim_window_probability
+            if self.injected_faint_probability > 0:
+                described["real_backgrounds"]["injected_faint_probability"] = self.injected_faint_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

@@ -24,7 +24,12 @@ Windows are cut around a lesion (``lesion_probability``) or anywhere. With
 own bright edge rims (:func:`bright_rim_voxels`: unlabelled voxels at least twice the brain's
 median DWI within 8 mm of the brain's edge in-plane), so the susceptibility and partial-volume
 rims of the real case are seen as negatives far more often than lesion-centred windows show
-them (issue 13, rule 81: those rims are what the folds mark on the other case).
+them (issue 13, rule 81: those rims are what the folds mark on the other case). With
+``faint_probability`` > 0 that share of studies writes its infarcts with the faint lesion
+signal (the synthesis's ``faint_*`` ranges, :func:`..synthesis.generator.faint_signal_ranges`:
+DWI 1.25-1.7x in the core, a short grading reach), as real embolic dots often are; the
+injected shapes and every other draw of the study stay those without the option (issue 13,
+rule 87).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -58,6 +63,9 @@ RIM_DEPTH_MM = 8.0
 RIM_DWI = 2.0
 #: DWI channel normalisations in brain-median units, on which :data:`RIM_DWI` can be read.
 RIM_NORMALISATIONS = frozenset({"brain_median", "brain_median_clip4"})
+#: The faint-or-not draw of a study comes from its own generator, seeded (base seed, epoch,
+#: study, this), so that the option leaves every other draw of the study unchanged.
+FAINT_STREAM = 20261127
 
 
 @dataclass(frozen=True)
@@ -125,8 +133,13 @@ def inject_infarcts(
     count: int,
     volume_range_ml: tuple[float, float] = (0.05, 300.0),
     margin_voxels: int = 2,
+    signal: Mapping[str, Any] | None = None,
 ) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
     """``count`` synthetic infarcts written into the background's signals.
+
+    ``signal`` overrides :data:`..synthesis.lesion_signal.LESION_SIGNAL_DEFAULTS` for all of
+    them (e.g. :func:`..synthesis.generator.faint_signal_ranges`); (lo, hi) pairs in place of
+    the defaults' pairs leave the random stream as without them.
 
     Returns:
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
@@ -155,7 +168,7 @@ def inject_infarcts(
     injected = fraction >= 0.5
     if fraction.any():
         # spacing along the array axes (k, j, i); factors are exactly 1 where the fraction is 0
-        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm[::-1], b_value=study.b_value)
+        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm[::-1], **{**(signal or {}), "b_value": study.b_value})
         dwi, adc = apply_lesion_signal(dwi, adc, study.b_value, adc_factor, s0_factor)
     # The unit is known (canonical): no re-detection, which a large injected infarct in a
     # small brain could fool by lowering the brain's median ADC.
@@ -197,8 +210,10 @@ class RealBackgroundWindows(Dataset):
     synthetic studies and augmented by ``augment`` (a window, rng → window function); with
     ``rim_probability`` > 0 that share of windows holds a :func:`bright_rim_voxels` voxel of the
     study instead (its window rng draws that choice first; at 0 nothing extra is drawn, so the
-    windows are exactly those without the option). Consecutive items share a study (a one-study
-    cache), so keep it unshuffled.
+    windows are exactly those without the option). With ``faint_probability`` > 0 that share of
+    studies (drawn from ``default_rng([base_seed, e, s, FAINT_STREAM])``) writes its infarcts
+    with ``faint_signal`` (lesion-signal ranges: the synthesis's faint ones); at 0 nothing is
+    drawn. Consecutive items share a study (a one-study cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -217,11 +232,17 @@ class RealBackgroundWindows(Dataset):
         augment: Any = None,
         rim_probability: float = 0.0,
         dwi_channel: int | None = None,
+        faint_probability: float = 0.0,
+        faint_signal: Mapping[str, Any] | None = None,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
         if not 0.0 <= rim_probability <= 1.0:
             raise ValueError(f"rim_probability must be in [0, 1], got {rim_probability}")
+        if not 0.0 <= faint_probability <= 1.0:
+            raise ValueError(f"faint_probability must be in [0, 1], got {faint_probability}")
+        if faint_probability > 0 and not faint_signal:
+            raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
             raise ValueError("rim_probability > 0 needs the DWI channel's index (dwi_channel)")
         if rim_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
@@ -238,6 +259,7 @@ class RealBackgroundWindows(Dataset):
         self.lesion_probability, self.thick_probability = float(lesion_probability), float(thick_probability)
         self.augment = augment
         self.rim_probability, self.dwi_channel = float(rim_probability), dwi_channel
+        self.faint_probability, self.faint_signal = float(faint_probability), dict(faint_signal or {})
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -247,7 +269,9 @@ class RealBackgroundWindows(Dataset):
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
         count = int(rng.choice([0, 1, 1, 2, 3]))
-        injected, label, _drawn = inject_infarcts(background, rng, count=count)
+        faint = (self.faint_probability > 0
+                 and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
+        injected, label, _drawn = inject_infarcts(background, rng, count=count, signal=self.faint_signal if faint else None)
         mask = injected.dwi.with_array(label.astype(np.uint8))
         if rng.random() < self.thick_probability:
             injected, mask = thick_slice_study(injected, mask, 3)

@@ -201,3 +201,75 @@ def test_rim_windows_need_real_backgrounds(tmp_path: Path, capsys: pytest.Captur
         SegmentationDataModule(synthetic_studies=2, rim_window_probability=0.3)
     assert main(train_args(tmp_path / "pkg", "--rim-windows", "0.3")) == 2
     assert "--rim-windows" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+
+
+@pytest.mark.needs_atlas
+def test_faint_injection_keeps_the_shapes_and_dims_the_lesions(background_folder: Path) -> None:
+    """Rule 87: faint injected infarcts have the same shapes and draws, with less DWI contrast."""
+    from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
+
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    faint = faint_signal_ranges({})
+    assert faint["core_dwi_ratio"] == (1.25, 1.7) and faint["grade_reach"] == (0.3, 0.8)
+    assert faint_signal_ranges({"faint_core_dwi_ratio": [1.3, 1.5]})["core_dwi_ratio"] == (1.3, 1.5)
+    with pytest.raises(ValueError, match="faint_core_dwi_ratio"):
+        faint_signal_ranges({"faint_core_dwi_ratio": [0.5, 1.5]})
+    dwi = np.asarray(background.study.dwi.array, dtype=np.float64)
+    compared = 0
+    for seed in range(6):
+        plain, plain_label, plain_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2)
+        dim, dim_label, dim_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2, signal=faint)
+        np.testing.assert_array_equal(plain_label, dim_label)  # the same lesions, only their signal differs
+        assert plain_drawn == dim_drawn
+        injected = dim_label & ~background.lesion
+        if injected.sum() < 20:
+            continue
+        compared += 1
+        ratio_plain = np.asarray(plain.dwi.array)[injected] / dwi[injected]
+        ratio_dim = np.asarray(dim.dwi.array)[injected] / dwi[injected]
+        assert np.median(ratio_dim) < np.median(ratio_plain)
+        # still restricted: a faint lesion is dim on DWI, not on ADC
+        assert np.median(np.asarray(dim.adc.array)[injected]) < np.median(np.asarray(background.study.adc.array)[injected])
+    assert compared
+
+
+@pytest.mark.needs_atlas
+def test_faint_studies_change_only_their_signal_and_nothing_at_zero(background_folder: Path) -> None:
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                        windows_per_study=1, size_hw=(32, 32), seed=3)
+    datamodule.setup()
+    common = dict(studies=4, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
+    from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
+
+    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
+    off = RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=0.0, faint_signal=faint_signal_ranges({}))
+    always = RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=1.0, faint_signal=faint_signal_ranges({}))
+    for item in range(len(plain)):
+        a, b = plain[item], off[item]
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+    changed = 0
+    for study in range(4):
+        a, b = plain.make_study(study), always.make_study(study)
+        np.testing.assert_array_equal(a.mask, b.mask)  # the same injected shapes and acquisition
+        changed += int(not np.array_equal(a.channels, b.channels))
+    assert changed  # some study had an injected lesion to dim
+    with pytest.raises(ValueError, match="faint_probability must be in"):
+        RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=1.5, faint_signal=faint_signal_ranges({}))
+    with pytest.raises(ValueError, match="needs faint_signal"):
+        RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=0.3)
+    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                    windows_per_study=1, size_hw=(32, 32), seed=3, injected_faint_probability=0.3)
+    served.setup()
+    assert served.description()["real_backgrounds"]["injected_faint_probability"] == 0.3
+    assert "injected_faint_probability" not in datamodule.description()["real_backgrounds"]
+
+
+def test_injected_faint_needs_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ValueError, match="needs real_backgrounds"):
+        SegmentationDataModule(synthetic_studies=2, injected_faint_probability=0.3)
+    assert main(train_args(tmp_path / "pkg", "--injected-faint", "0.3")) == 2
+    assert "--injected-faint" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+    assert main(train_args(tmp_path / "pkg2", "--injected-faint", "1.5", "--real-backgrounds", str(tmp_path), "--real-background-studies", "1")) == 2
+    assert "must be in [0, 1]" in capsys.readouterr().err
