@@ -83,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--real-background-studies", type=int, default=0, metavar="N", help="augmented real-background studies per epoch (0)")
     data.add_argument("--rim-windows", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows cut around one of the case's own bright edge rims (DWI >= 2x the brain median within 8 mm of the brain's edge, unlabelled), seen as negatives (0)")
     data.add_argument("--injected-faint", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose injected infarcts take the faint lesion signal (the --synthesis faint_* ranges: DWI 1.25-1.7x in the core), as real embolic dots often are (0)")
+    data.add_argument("--injected-whole-territory", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies that get one whole-territory infarct (100-300 mL, one major artery's territories on one side) in place of their 0-3 injected infarcts (0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
@@ -204,6 +205,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--injected-faint", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
     if not 0.0 <= args.injected_faint <= 1.0:
         raise BadInputError("--injected-faint", f"must be in [0, 1], got {args.injected_faint}")
+    if args.injected_whole_territory > 0 and not args.real_backgrounds:
+        raise BadInputError("--injected-whole-territory", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
+    if not 0.0 <= args.injected_whole_territory <= 1.0:
+        raise BadInputError("--injected-whole-territory", f"must be in [0, 1], got {args.injected_whole_territory}")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
     if args.distill_weight is not None and not args.teacher:
@@ -239,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         carve_probability=args.carve_probability,
         rim_window_probability=args.rim_windows,
         injected_faint_probability=args.injected_faint,
+        injected_whole_territory_probability=args.injected_whole_territory,
     )
     try:
         module = SegmentationModule(

@@ -271,6 +271,13 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: A whole-territory infarct (``massive_infarct_probability``): its volume on the template (mL)
+#: and the floors of its signal (the bulk ~3x the brain's DWI, largely pseudo-normalised ADC):
+#: the generator raises a drawn value to a draw from these ranges where it is below.
+WHOLE_TERRITORY_ML = (100.0, 300.0)
+WHOLE_TERRITORY_SIGNAL: dict[str, tuple[float, float]] = {"core_dwi_ratio": (2.4, 3.6), "older_fraction": (0.2, 0.8)}
+
+
 def faint_signal_ranges(ranges: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     """The lesion-signal ranges (:mod:`.lesion_signal`'s names) of a faint lesion under synthesis
     options ``ranges`` (checked; the defaults where absent): what :func:`generate` gives a faint
@@ -549,7 +556,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     lesion_stack: CroppedField | None = None  # [fraction, adc_factor - 1, s0_factor - 1] (0 outside the crop)
     if kind != "none":
         lo, hi = options["lesion_volume_ml"]
-        massive = kind == "territorial" and hi >= 100.0 and bool(rng.random() < options["massive_infarct_probability"])
+        massive = kind == "territorial" and hi >= WHOLE_TERRITORY_ML[0] and bool(rng.random() < options["massive_infarct_probability"])
         signal = draw_lesion_signal_params(
             rng, relative_adc=options["relative_adc"], edge_relative_adc=options["edge_relative_adc"],
             grade_mm=options["lesion_grade_mm"], grade_reach=options["lesion_grade_reach"], core_dwi_ratio=options["core_dwi_ratio"],
@@ -565,14 +572,15 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             params["lesion"] = {"kind": "lesymap", "template_volume_ml": info["volume_ml"], "territories": covered,
                                 "components": 1, "lesymap": info}
         else:
-            volume_ml = (float(np.exp(rng.uniform(np.log(max(lo, 100.0)), np.log(max(min(hi, 300.0), max(lo, 100.0))))))
+            low, high = WHOLE_TERRITORY_ML
+            volume_ml = (float(np.exp(rng.uniform(np.log(max(lo, low)), np.log(max(min(hi, high), max(lo, low))))))
                          if massive else sample_volume_ml(rng, kind, (lo, hi)))
             lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=massive)
             params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
                                 "territories": plan.territories, "components": plan.components}
         if massive:  # whole-territory infarcts: bulk ~3x brain DWI, largely pseudo-normalised ADC
-            signal["core_dwi_ratio"] = max(signal["core_dwi_ratio"], float(rng.uniform(2.4, 3.6)))
-            signal["older_fraction"] = max(signal["older_fraction"], float(rng.uniform(0.2, 0.8)))
+            for name in ("core_dwi_ratio", "older_fraction"):  # in this order: the random stream as before
+                signal[name] = max(signal[name], float(rng.uniform(*WHOLE_TERRITORY_SIGNAL[name])))
         # drawn only when asked for, so that the default leaves every study's random stream as before
         faint = not massive and options["faint_lesion_probability"] > 0 and bool(rng.random() < options["faint_lesion_probability"])
         if faint:

@@ -61,6 +61,9 @@ class SegmentationDataModule(L.LightningDataModule):
             take the faint lesion signal (``synthesis_ranges``' ``faint_*`` ranges,
             ``synthesis.generator.faint_signal_ranges``); needs ``real_backgrounds``; 0 = none
             (the studies as before).
+        injected_whole_territory_probability: share of real-background studies that get one
+            whole-territory infarct (100-300 mL) in place of their 0-3 injected infarcts;
+            needs ``real_backgrounds``; 0 = none (the studies as before).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class SegmentationDataModule(L.LightningDataModule):
         carve_probability: float = 0.0,
         rim_window_probability: float = 0.0,
         injected_faint_probability: float = 0.0,
+        injected_whole_territory_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= rim_window_probability <= 1.0:
@@ -95,6 +99,10 @@ class SegmentationDataModule(L.LightningDataModule):
             raise ValueError(f"injected_faint_probability must be in [0, 1], got {injected_faint_probability}")
         if injected_faint_probability > 0 and not real_backgrounds:
             raise ValueError("injected_faint_probability > 0 needs real_backgrounds: the infarcts are injected into them")
+        if not 0.0 <= injected_whole_territory_probability <= 1.0:
+            raise ValueError(f"injected_whole_territory_probability must be in [0, 1], got {injected_whole_territory_probability}")
+        if injected_whole_territory_probability > 0 and not real_backgrounds:
+            raise ValueError("injected_whole_territory_probability > 0 needs real_backgrounds: the infarcts are injected into them")
         if not data and synthetic_studies <= 0 and real_background_studies <= 0:
             raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
         if bool(real_backgrounds) != (real_background_studies > 0):
@@ -122,6 +130,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.carve_probability = float(carve_probability)
         self.rim_window_probability = float(rim_window_probability)
         self.injected_faint_probability = float(injected_faint_probability)
+        self.injected_whole_territory_probability = float(injected_whole_territory_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -184,6 +193,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     dwi_channel=channels.index("dwi"),
                     faint_probability=self.injected_faint_probability,
                     faint_signal=faint_signal_ranges(self.synthesis_ranges) if self.injected_faint_probability > 0 else None,
+                    whole_territory_probability=self.injected_whole_territory_probability,
                 )
             )
         merged = parts[0]
@@ -238,6 +248,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["rim_window_probability"] = self.rim_window_probability
             if self.injected_faint_probability > 0:
                 described["real_backgrounds"]["injected_faint_probability"] = self.injected_faint_probability
+            if self.injected_whole_territory_probability > 0:
+                described["real_backgrounds"]["injected_whole_territory_probability"] = self.injected_whole_territory_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

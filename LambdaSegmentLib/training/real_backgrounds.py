@@ -29,7 +29,11 @@ them (issue 13, rule 81: those rims are what the folds mark on the other case). 
 signal (the synthesis's ``faint_*`` ranges, :func:`..synthesis.generator.faint_signal_ranges`:
 DWI 1.25-1.7x in the core, a short grading reach), as real embolic dots often are; the
 injected shapes and every other draw of the study stay those without the option (issue 13,
-rule 87).
+rule 87). With ``whole_territory_probability`` > 0 that share of studies gets one whole-territory
+infarct instead of its 0-3 (as the generator's ``massive_infarct_probability``: 100-300 mL on
+the template over one major artery's territories on one side, its bulk ~3x the brain's DWI),
+so that a fold whose real case holds only small lesions still sees large ones on real texture
+(issue 13, rule 88: a stage 2 of 16 real-background studies may otherwise draw none over 25 mL).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -66,6 +70,8 @@ RIM_NORMALISATIONS = frozenset({"brain_median", "brain_median_clip4"})
 #: The faint-or-not draw of a study comes from its own generator, seeded (base seed, epoch,
 #: study, this), so that the option leaves every other draw of the study unchanged.
 FAINT_STREAM = 20261127
+#: The same for the whole-territory-or-not draw: studies that do not draw one stay as before.
+WHOLE_TERRITORY_STREAM = 20261128
 
 
 @dataclass(frozen=True)
@@ -134,8 +140,14 @@ def inject_infarcts(
     volume_range_ml: tuple[float, float] = (0.05, 300.0),
     margin_voxels: int = 2,
     signal: Mapping[str, Any] | None = None,
+    whole_territory: bool = False,
 ) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
     """``count`` synthetic infarcts written into the background's signals.
+
+    With ``whole_territory`` they are whole-territory territorial infarcts (the generator's
+    :data:`..synthesis.generator.WHOLE_TERRITORY_ML` on the template, every level-1 territory of
+    the drawn one's major artery on its side) with the generator's whole-territory signal
+    (:data:`..synthesis.generator.WHOLE_TERRITORY_SIGNAL`, under any ``signal`` given).
 
     ``signal`` overrides :data:`..synthesis.lesion_signal.LESION_SIGNAL_DEFAULTS` for all of
     them (e.g. :func:`..synthesis.generator.faint_signal_ranges`); (lo, hi) pairs in place of
@@ -145,6 +157,7 @@ def inject_infarcts(
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
         recomputed), the bool (nk, nj, ni) label (real ∪ injected) and what was drawn.
     """
+    from LambdaSegmentLib.synthesis.generator import WHOLE_TERRITORY_ML, WHOLE_TERRITORY_SIGNAL
     from LambdaSegmentLib.synthesis.lesion_signal import apply_lesion_signal, lesion_signal
     from LambdaSegmentLib.synthesis.lesions import choose_kind, draw_lesion, sample_volume_ml
     from LambdaSegmentLib.synthesis.template import load_territories, load_tissue_template
@@ -159,16 +172,21 @@ def inject_infarcts(
     fraction = np.zeros(dwi.shape, dtype=np.float32)
     drawn: list[dict[str, Any]] = []
     for _ in range(count):
-        kind = choose_kind(rng, volume_range_ml)
-        volume_ml = sample_volume_ml(rng, kind, volume_range_ml)
-        field, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories)
+        if whole_territory:
+            kind = "territorial"
+            volume_ml = float(np.exp(rng.uniform(*np.log(WHOLE_TERRITORY_ML))))
+        else:
+            kind = choose_kind(rng, volume_range_ml)
+            volume_ml = sample_volume_ml(rng, kind, volume_range_ml)
+        field, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=whole_territory)
         fraction = np.maximum(fraction, field.sample(points).reshape(dwi.shape))
         drawn.append({"kind": plan.kind, "template_volume_ml": plan.volume_ml, "territories": plan.territories})
     fraction = np.where(allowed, fraction, 0.0).astype(np.float32)
     injected = fraction >= 0.5
     if fraction.any():
         # spacing along the array axes (k, j, i); factors are exactly 1 where the fraction is 0
-        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm[::-1], **{**(signal or {}), "b_value": study.b_value})
+        overrides = {**(signal or {}), **(WHOLE_TERRITORY_SIGNAL if whole_territory else {}), "b_value": study.b_value}
+        adc_factor, s0_factor = lesion_signal(rng, fraction, study.dwi.spacing_mm[::-1], **overrides)
         dwi, adc = apply_lesion_signal(dwi, adc, study.b_value, adc_factor, s0_factor)
     # The unit is known (canonical): no re-detection, which a large injected infarct in a
     # small brain could fool by lowering the brain's median ADC.
@@ -213,7 +231,10 @@ class RealBackgroundWindows(Dataset):
     windows are exactly those without the option). With ``faint_probability`` > 0 that share of
     studies (drawn from ``default_rng([base_seed, e, s, FAINT_STREAM])``) writes its infarcts
     with ``faint_signal`` (lesion-signal ranges: the synthesis's faint ones); at 0 nothing is
-    drawn. Consecutive items share a study (a one-study cache), so keep it unshuffled.
+    drawn. With ``whole_territory_probability`` > 0 that share of studies (drawn from
+    ``default_rng([base_seed, e, s, WHOLE_TERRITORY_STREAM])``) injects one whole-territory
+    infarct in place of its 0-3 (never faint); at 0 nothing is drawn. Consecutive items share a
+    study (a one-study cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -234,6 +255,7 @@ class RealBackgroundWindows(Dataset):
         dwi_channel: int | None = None,
         faint_probability: float = 0.0,
         faint_signal: Mapping[str, Any] | None = None,
+        whole_territory_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -241,6 +263,8 @@ class RealBackgroundWindows(Dataset):
             raise ValueError(f"rim_probability must be in [0, 1], got {rim_probability}")
         if not 0.0 <= faint_probability <= 1.0:
             raise ValueError(f"faint_probability must be in [0, 1], got {faint_probability}")
+        if not 0.0 <= whole_territory_probability <= 1.0:
+            raise ValueError(f"whole_territory_probability must be in [0, 1], got {whole_territory_probability}")
         if faint_probability > 0 and not faint_signal:
             raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
@@ -260,6 +284,7 @@ class RealBackgroundWindows(Dataset):
         self.augment = augment
         self.rim_probability, self.dwi_channel = float(rim_probability), dwi_channel
         self.faint_probability, self.faint_signal = float(faint_probability), dict(faint_signal or {})
+        self.whole_territory_probability = float(whole_territory_probability)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -269,9 +294,12 @@ class RealBackgroundWindows(Dataset):
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
         count = int(rng.choice([0, 1, 1, 2, 3]))
-        faint = (self.faint_probability > 0
+        whole = (self.whole_territory_probability > 0 and np.random.default_rng(
+            [self.base_seed, self.epoch, study, WHOLE_TERRITORY_STREAM]).random() < self.whole_territory_probability)
+        faint = (not whole and self.faint_probability > 0
                  and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
-        injected, label, _drawn = inject_infarcts(background, rng, count=count, signal=self.faint_signal if faint else None)
+        injected, label, _drawn = inject_infarcts(background, rng, count=1 if whole else count,
+                                                  signal=self.faint_signal if faint else None, whole_territory=whole)
         mask = injected.dwi.with_array(label.astype(np.uint8))
         if rng.random() < self.thick_probability:
             injected, mask = thick_slice_study(injected, mask, 3)

@@ -273,3 +273,45 @@ def test_injected_faint_needs_real_backgrounds(tmp_path: Path, capsys: pytest.Ca
     assert "--injected-faint" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
     assert main(train_args(tmp_path / "pkg2", "--injected-faint", "1.5", "--real-backgrounds", str(tmp_path), "--real-background-studies", "1")) == 2
     assert "must be in [0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.needs_atlas
+def test_whole_territory_injection_is_large_and_bright_and_changes_only_its_studies(background_folder: Path) -> None:
+    """Rule 88: a whole-territory infarct in place of a study's 0-3, the other studies as before."""
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    _, label, drawn = inject_infarcts(background, np.random.default_rng(4), count=1, whole_territory=True)
+    (plan,) = drawn
+    assert plan["kind"] == "territorial" and 100.0 <= plan["template_volume_ml"] <= 300.0 and len(plan["territories"]) > 1
+    injected = label & ~background.lesion
+    assert injected.sum() > 0.05 * background.brain.sum()  # a whole territory of the (small, synthetic) background brain
+
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                        windows_per_study=1, size_hw=(32, 32), seed=3)
+    datamodule.setup()
+    common = dict(studies=6, preprocessing=TINY_PREPROCESSING, windows_per_study=1, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
+    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
+    half = RealBackgroundWindows(datamodule.backgrounds, **common, whole_territory_probability=0.5)
+    whole = [np.random.default_rng([5, 1, s, 20261128]).random() < 0.5 for s in range(6)]
+    assert any(whole) and not all(whole), "pick seeds that draw both kinds of study"
+    for study, is_whole in enumerate(whole):
+        a, b = plain.make_study(study), half.make_study(study)
+        if is_whole:
+            assert b.mask.sum() > a.mask.sum()
+        else:
+            np.testing.assert_array_equal(a.channels, b.channels)
+            np.testing.assert_array_equal(a.mask, b.mask)
+    with pytest.raises(ValueError, match="whole_territory_probability must be in"):
+        RealBackgroundWindows(datamodule.backgrounds, **common, whole_territory_probability=-0.1)
+    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
+                                    windows_per_study=1, size_hw=(32, 32), seed=3, injected_whole_territory_probability=0.25)
+    served.setup()
+    assert served.description()["real_backgrounds"]["injected_whole_territory_probability"] == 0.25
+
+
+def test_injected_whole_territory_needs_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ValueError, match="needs real_backgrounds"):
+        SegmentationDataModule(synthetic_studies=2, injected_whole_territory_probability=0.25)
+    assert main(train_args(tmp_path / "pkg", "--injected-whole-territory", "0.25")) == 2
+    assert "--injected-whole-territory" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
