@@ -146,8 +146,9 @@ def inject_infarcts(
 
     With ``whole_territory`` they are whole-territory territorial infarcts (the generator's
     :data:`..synthesis.generator.WHOLE_TERRITORY_ML` on the template, every level-1 territory of
-    the drawn one's major artery on its side) with the generator's whole-territory signal
-    (:data:`..synthesis.generator.WHOLE_TERRITORY_SIGNAL`, under any ``signal`` given).
+    the drawn one's major artery on its side), their core DWI ratio and older share drawn from
+    :data:`..synthesis.generator.WHOLE_TERRITORY_SIGNAL`'s ranges (the generator's floors for
+    them; these win over ``signal``).
 
     ``signal`` overrides :data:`..synthesis.lesion_signal.LESION_SIGNAL_DEFAULTS` for all of
     them (e.g. :func:`..synthesis.generator.faint_signal_ranges`); (lo, hi) pairs in place of
