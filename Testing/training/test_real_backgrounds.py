@@ -30,6 +30,14 @@ def background_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_bids_case(tmp_path_factory.mktemp("background"), "bg01", seed=11)
 
 
+def loaded_backgrounds(folder: Path) -> list:
+    """The folder's studies as the datamodule loads them for injection."""
+    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[folder], real_background_studies=1,
+                                        windows_per_study=1, size_hw=(32, 32), seed=3)
+    datamodule.setup()
+    return datamodule.backgrounds
+
+
 @pytest.mark.needs_atlas
 def test_injection_stays_in_lesion_free_brain_tissue_and_keeps_the_real_lesion(background_folder: Path) -> None:
     (case,) = find_labelled_cases(background_folder)
@@ -165,14 +173,12 @@ def test_bright_rims_are_unlabelled_bright_voxels_near_the_brain_edge_in_their_o
 
 @pytest.mark.needs_atlas
 def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Path) -> None:
-    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                        windows_per_study=1, size_hw=(32, 32), seed=3)
-    datamodule.setup()
+    backgrounds = loaded_backgrounds(background_folder)
     common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=6, window_slices=8,
                   size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
-    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
-    off = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=0.0, dwi_channel=1)
-    always = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.0, dwi_channel=1)
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, rim_probability=0.0, dwi_channel=1)
+    always = RealBackgroundWindows(backgrounds, **common, rim_probability=1.0, dwi_channel=1)
     for item in range(len(plain)):
         a, b = plain[item], off[item]
         assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
@@ -182,25 +188,13 @@ def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Pa
         assert len(rims), "the synthetic background has no bright rim to test with"
         window = always[item]
         assert ((window["image"][1] >= 2.0) & (window["mask"][0] == 0)).any()  # 16 x 16 of a larger slice: the rim came with it
-    again = RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.0, dwi_channel=1)
+    again = RealBackgroundWindows(backgrounds, **common, rim_probability=1.0, dwi_channel=1)
     assert torch.equal(again[3]["image"], always[3]["image"])  # deterministic per seed
     with pytest.raises(ValueError, match="rim_probability must be in"):
-        RealBackgroundWindows(datamodule.backgrounds, **common, rim_probability=1.5, dwi_channel=1)
+        RealBackgroundWindows(backgrounds, **common, rim_probability=1.5, dwi_channel=1)
     with pytest.raises(ValueError, match="brain-median units"):
-        RealBackgroundWindows(datamodule.backgrounds, **{**common, "preprocessing": {
+        RealBackgroundWindows(backgrounds, **{**common, "preprocessing": {
             **TINY_PREPROCESSING, "normalization": {"dwi": "none", "eadc": "clip01"}}}, rim_probability=0.3, dwi_channel=1)
-    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                    windows_per_study=1, size_hw=(32, 32), seed=3, rim_window_probability=0.3)
-    served.setup()
-    assert served.description()["real_backgrounds"]["rim_window_probability"] == 0.3
-    assert "rim_window_probability" not in datamodule.description()["real_backgrounds"]
-
-
-def test_rim_windows_need_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(ValueError, match="needs real_backgrounds"):
-        SegmentationDataModule(synthetic_studies=2, rim_window_probability=0.3)
-    assert main(train_args(tmp_path / "pkg", "--rim-windows", "0.3")) == 2
-    assert "--rim-windows" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
 
 
 @pytest.mark.needs_atlas
@@ -236,16 +230,14 @@ def test_faint_injection_keeps_the_shapes_and_dims_the_lesions(background_folder
 
 @pytest.mark.needs_atlas
 def test_faint_studies_change_only_their_signal_and_nothing_at_zero(background_folder: Path) -> None:
-    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                        windows_per_study=1, size_hw=(32, 32), seed=3)
-    datamodule.setup()
+    backgrounds = loaded_backgrounds(background_folder)
     common = dict(studies=4, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
                   size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
     from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
 
-    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
-    off = RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=0.0, faint_signal=faint_signal_ranges({}))
-    always = RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=1.0, faint_signal=faint_signal_ranges({}))
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, faint_probability=0.0, faint_signal=faint_signal_ranges({}))
+    always = RealBackgroundWindows(backgrounds, **common, faint_probability=1.0, faint_signal=faint_signal_ranges({}))
     for item in range(len(plain)):
         a, b = plain[item], off[item]
         assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
@@ -256,23 +248,9 @@ def test_faint_studies_change_only_their_signal_and_nothing_at_zero(background_f
         changed += int(not np.array_equal(a.channels, b.channels))
     assert changed  # some study had an injected lesion to dim
     with pytest.raises(ValueError, match="faint_probability must be in"):
-        RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=1.5, faint_signal=faint_signal_ranges({}))
+        RealBackgroundWindows(backgrounds, **common, faint_probability=1.5, faint_signal=faint_signal_ranges({}))
     with pytest.raises(ValueError, match="needs faint_signal"):
-        RealBackgroundWindows(datamodule.backgrounds, **common, faint_probability=0.3)
-    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                    windows_per_study=1, size_hw=(32, 32), seed=3, injected_faint_probability=0.3)
-    served.setup()
-    assert served.description()["real_backgrounds"]["injected_faint_probability"] == 0.3
-    assert "injected_faint_probability" not in datamodule.description()["real_backgrounds"]
-
-
-def test_injected_faint_needs_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(ValueError, match="needs real_backgrounds"):
-        SegmentationDataModule(synthetic_studies=2, injected_faint_probability=0.3)
-    assert main(train_args(tmp_path / "pkg", "--injected-faint", "0.3")) == 2
-    assert "--injected-faint" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
-    assert main(train_args(tmp_path / "pkg2", "--injected-faint", "1.5", "--real-backgrounds", str(tmp_path), "--real-background-studies", "1")) == 2
-    assert "must be in [0, 1]" in capsys.readouterr().err
+        RealBackgroundWindows(backgrounds, **common, faint_probability=0.3)
 
 
 @pytest.mark.needs_atlas
@@ -286,13 +264,11 @@ def test_whole_territory_injection_is_large_and_bright_and_changes_only_its_stud
     injected = label & ~background.lesion
     assert injected.sum() > 0.05 * background.brain.sum()  # a whole territory of the (small, synthetic) background brain
 
-    datamodule = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                        windows_per_study=1, size_hw=(32, 32), seed=3)
-    datamodule.setup()
+    backgrounds = loaded_backgrounds(background_folder)
     common = dict(studies=6, preprocessing=TINY_PREPROCESSING, windows_per_study=1, window_slices=8,
                   size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
-    plain = RealBackgroundWindows(datamodule.backgrounds, **common)
-    half = RealBackgroundWindows(datamodule.backgrounds, **common, whole_territory_probability=0.5)
+    plain = RealBackgroundWindows(backgrounds, **common)
+    half = RealBackgroundWindows(backgrounds, **common, whole_territory_probability=0.5)
     whole = [np.random.default_rng([5, 1, s, 20261128]).random() < 0.5 for s in range(6)]
     assert any(whole) and not all(whole), "pick seeds that draw both kinds of study"
     for study, is_whole in enumerate(whole):
@@ -303,15 +279,28 @@ def test_whole_territory_injection_is_large_and_bright_and_changes_only_its_stud
             np.testing.assert_array_equal(a.channels, b.channels)
             np.testing.assert_array_equal(a.mask, b.mask)
     with pytest.raises(ValueError, match="whole_territory_probability must be in"):
-        RealBackgroundWindows(datamodule.backgrounds, **common, whole_territory_probability=-0.1)
-    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=1,
-                                    windows_per_study=1, size_hw=(32, 32), seed=3, injected_whole_territory_probability=0.25)
+        RealBackgroundWindows(backgrounds, **common, whole_territory_probability=-0.1)
+
+
+@pytest.mark.needs_atlas
+@pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability"])
+def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
+    common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
+    served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
     served.setup()
-    assert served.description()["real_backgrounds"]["injected_whole_territory_probability"] == 0.25
+    plain.setup()
+    assert served.description()["real_backgrounds"][keyword] == 0.3  # in the manifest's training_data
+    assert keyword not in plain.description()["real_backgrounds"]
 
 
-def test_injected_whole_territory_needs_real_backgrounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(("keyword", "flag"), [("rim_window_probability", "--rim-windows"),
+                                               ("injected_faint_probability", "--injected-faint"),
+                                               ("injected_whole_territory_probability", "--injected-whole-territory")])
+def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                   keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
-        SegmentationDataModule(synthetic_studies=2, injected_whole_territory_probability=0.25)
-    assert main(train_args(tmp_path / "pkg", "--injected-whole-territory", "0.25")) == 2
-    assert "--injected-whole-territory" in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+        SegmentationDataModule(synthetic_studies=2, **{keyword: 0.3})
+    assert main(train_args(tmp_path / "pkg", flag, "0.3")) == 2
+    assert flag in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+    assert main(train_args(tmp_path / "pkg2", flag, "1.5", "--real-backgrounds", str(tmp_path), "--real-background-studies", "1")) == 2
+    assert "must be in [0, 1]" in capsys.readouterr().err and not (tmp_path / "pkg2").exists()
