@@ -53,7 +53,8 @@ from skull_base_marks import inferior_slices  # noqa: E402
 
 from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.training.cases import find_labelled_cases  # noqa: E402
-from LambdaSegmentLib.training.real_backgrounds import inject_infarcts, lesion_free_tissue, load_background  # noqa: E402
+from LambdaSegmentLib.training.real_backgrounds import (INJECTED_COUNTS, MARGIN_VOXELS, inject_infarcts,  # noqa: E402
+                                                         lesion_free_tissue, load_background)
 
 EDGE_MM = 4.0
 LARGE_ML = 25.0
@@ -99,7 +100,7 @@ def main() -> None:
             epoch, draw = index % 4, index // 4
             rng = np.random.default_rng([args.seed, epoch, draw])
             rng.integers(1)  # make_study's choice of background (one background here)
-            count = int(rng.choice([0, 1, 1, 2, 3]))
+            count = int(rng.choice(INJECTED_COUNTS))
             _, label, _ = inject_infarcts(background, rng, count=1 if args.whole_territory else count,
                                           whole_territory=args.whole_territory)
             draws.append({**shares(label & ~background.lesion, edge, zone, rim, ml), "epoch": epoch, "draw": draw})
@@ -116,7 +117,7 @@ def main() -> None:
             "draw_ml": [round(d["ml"], 2) for d in sorted(draws, key=lambda d: (d["epoch"], d["draw"]))],
             "draws_of_25_ml_or_more": sum(d["ml"] >= LARGE_ML for d in draws),
             "brain_ml": float(background.brain.sum() * ml),
-            "receiving_ml": float(lesion_free_tissue(background.brain, np.asarray(study.adc.array), background.lesion, 2).sum() * ml),
+            "receiving_ml": float(lesion_free_tissue(background.brain, np.asarray(study.adc.array), background.lesion, MARGIN_VOXELS).sum() * ml),
             "zone_bright_rim_ml": float(rim.sum() * ml),
             "expert_lesion": shares(background.lesion, edge, zone, rim, ml),
         }

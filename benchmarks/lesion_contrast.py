@@ -55,7 +55,7 @@ def injected_contrasts(case: str, faint: bool, brain_method: str) -> list[dict[s
     (its own expert lesions excluded), with the default or the faint lesion signal."""
     from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
     from LambdaSegmentLib.training import find_labelled_cases
-    from LambdaSegmentLib.training.real_backgrounds import inject_infarcts, load_background
+    from LambdaSegmentLib.training.real_backgrounds import INJECTED_COUNTS, inject_infarcts, load_background
 
     (labelled,) = find_labelled_cases(ISLES / CASES[case])
     background = load_background(labelled)
@@ -63,7 +63,7 @@ def injected_contrasts(case: str, faint: bool, brain_method: str) -> list[dict[s
     rows = []
     for study in range(INJECTED_STUDIES):
         rng = np.random.default_rng([INJECTION_SEED, study])
-        count = int(rng.choice([0, 1, 1, 2, 3]))  # as RealBackgroundWindows.make_study
+        count = int(rng.choice(INJECTED_COUNTS))  # as RealBackgroundWindows.make_study
         injected, label, _ = inject_infarcts(background, rng, count=count, signal=signal)
         rows += lesion_contrasts(injected, label & ~background.lesion, brain_method)
     return rows

@@ -51,7 +51,7 @@ from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL, eadc_from_adc
 from .acquisition import ADC_UNITS, SliceGeometry, make_geometry, rician, rotation_matrix
 from .fields import CroppedField, sample_channels, smooth_noise
 from .lesion_signal import draw_lesion_signal_params, lesion_signal
-from .lesions import LESION_KINDS, choose_kind, draw_lesion, sample_volume_ml, scatter_blobs
+from .lesions import LESION_KINDS, WHOLE_TERRITORY_ML, choose_kind, draw_lesion, sample_volume_ml, sample_whole_territory_ml, scatter_blobs
 from .lesymap import lesymap_lesion
 from .template import load_head_distance, load_territories, load_tissue_template, skull_base_region as _skull_base_region
 
@@ -271,10 +271,10 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-#: A whole-territory infarct (``massive_infarct_probability``): its volume on the template (mL)
-#: and the floors of its signal (the bulk ~3x the brain's DWI, largely pseudo-normalised ADC):
-#: the generator raises a drawn value to a draw from these ranges where it is below.
-WHOLE_TERRITORY_ML = (100.0, 300.0)
+#: A whole-territory infarct (``massive_infarct_probability``; its volume:
+#: :data:`.lesions.WHOLE_TERRITORY_ML`): the floors of its signal (the bulk ~3x the brain's DWI,
+#: largely pseudo-normalised ADC): the generator raises a drawn value to a draw from these ranges
+#: where it is below.
 WHOLE_TERRITORY_SIGNAL: dict[str, tuple[float, float]] = {"core_dwi_ratio": (2.4, 3.6), "older_fraction": (0.2, 0.8)}
 
 
@@ -286,9 +286,13 @@ def faint_signal_ranges(ranges: Mapping[str, Any]) -> dict[str, tuple[float, flo
     Each is a (lo, hi) pair, so a draw with these in place of the defaults consumes the same
     random numbers. Raises ValueError as :func:`check_ranges`.
     """
-    merged = check_ranges(dict(ranges))
-    return {"core_dwi_ratio": _range(merged["faint_core_dwi_ratio"]), "edge_dwi_ratio": _range(merged["faint_edge_dwi_ratio"]),
-            "relative_adc": _range(merged["faint_relative_adc"]), "grade_reach": _range(merged["faint_grade_reach"])}
+    return _faint_ranges(check_ranges(dict(ranges)))
+
+
+def _faint_ranges(options: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    # checked options' faint_* ranges under lesion_signal's names, in the order generate draws them
+    return {"core_dwi_ratio": _range(options["faint_core_dwi_ratio"]), "edge_dwi_ratio": _range(options["faint_edge_dwi_ratio"]),
+            "relative_adc": _range(options["faint_relative_adc"]), "grade_reach": _range(options["faint_grade_reach"])}
 
 
 @dataclass(frozen=True)
@@ -572,9 +576,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
             params["lesion"] = {"kind": "lesymap", "template_volume_ml": info["volume_ml"], "territories": covered,
                                 "components": 1, "lesymap": info}
         else:
-            low, high = WHOLE_TERRITORY_ML
-            volume_ml = (float(np.exp(rng.uniform(np.log(max(lo, low)), np.log(max(min(hi, high), max(lo, low))))))
-                         if massive else sample_volume_ml(rng, kind, (lo, hi)))
+            volume_ml = sample_whole_territory_ml(rng, (lo, hi)) if massive else sample_volume_ml(rng, kind, (lo, hi))
             lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=massive)
             params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
                                 "territories": plan.territories, "components": plan.components}
@@ -584,11 +586,12 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         # drawn only when asked for, so that the default leaves every study's random stream as before
         faint = not massive and options["faint_lesion_probability"] > 0 and bool(rng.random() < options["faint_lesion_probability"])
         if faint:
-            signal["core_dwi_ratio"] = float(rng.uniform(*_range(options["faint_core_dwi_ratio"])))
-            signal["edge_dwi_ratio"] = min(float(rng.uniform(*_range(options["faint_edge_dwi_ratio"]))), signal["core_dwi_ratio"])
-            signal["relative_adc"] = float(rng.uniform(*_range(options["faint_relative_adc"])))
+            faint_ranges = _faint_ranges(options)
+            signal["core_dwi_ratio"] = float(rng.uniform(*faint_ranges["core_dwi_ratio"]))
+            signal["edge_dwi_ratio"] = min(float(rng.uniform(*faint_ranges["edge_dwi_ratio"])), signal["core_dwi_ratio"])
+            signal["relative_adc"] = float(rng.uniform(*faint_ranges["relative_adc"]))
             signal["edge_relative_adc"] = max(signal["edge_relative_adc"], signal["relative_adc"])
-            signal["grade_reach"] = float(rng.uniform(*_range(options["faint_grade_reach"])))
+            signal["grade_reach"] = float(rng.uniform(*faint_ranges["grade_reach"]))
         params["lesion"]["massive"] = massive
         params["lesion"]["faint"] = faint
         params["lesion"]["signal"] = {name: round(value, 4) for name, value in signal.items()}

@@ -24,6 +24,9 @@ LESION_KINDS = ("territorial", "lacunar", "embolic")
 MEDIAN_VOLUME_ML = {"territorial": 25.0, "lacunar": 0.4, "embolic": 4.0, "lesymap": 8.0}
 LOG_SPREAD = {"territorial": 1.3, "lacunar": 0.9, "embolic": 1.0, "lesymap": 1.4}
 KIND_LIMITS_ML = {"territorial": (0.5, 300.0), "lacunar": (0.01, 2.0), "embolic": (0.05, 60.0), "lesymap": (0.2, 300.0)}
+#: A whole-territory infarct's volume on the template (mL): every level-1 territory of one major
+#: artery on one side (``draw_lesion(..., whole_territory=True)``).
+WHOLE_TERRITORY_ML = (100.0, 300.0)
 
 
 @dataclass
@@ -48,6 +51,14 @@ def sample_volume_ml(rng: np.random.Generator, kind: str, volume_range_ml: tuple
         if lo <= volume <= hi:
             return volume
     return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+
+
+def sample_whole_territory_ml(rng: np.random.Generator, volume_range_ml: tuple[float, float]) -> float:
+    """Log-uniform whole-territory volume (mL), :data:`WHOLE_TERRITORY_ML` within the requested range
+    (its lower end where the range lies below it)."""
+    lo, hi = volume_range_ml
+    low, high = max(lo, WHOLE_TERRITORY_ML[0]), min(hi, WHOLE_TERRITORY_ML[1])
+    return float(np.exp(rng.uniform(np.log(low), np.log(max(high, low)))))
 
 
 def choose_kind(rng: np.random.Generator, volume_range_ml: tuple[float, float]) -> str:

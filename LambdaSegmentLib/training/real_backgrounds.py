@@ -59,6 +59,10 @@ from .prepared import PreparedCase, prepare_labelled
 from .windows import random_window, window_holding
 
 CSF_ADC = 1.6  # 10⁻³ mm²/s: at or above this a voxel is CSF, never infarcted here
+#: How far (6-connected voxel steps) injected infarcts keep from a real lesion.
+MARGIN_VOXELS = 2
+#: A study's number of injected infarcts is drawn uniformly from these (so 1 twice as often).
+INJECTED_COUNTS = (0, 1, 1, 2, 3)
 #: A bright edge rim (:func:`bright_rim_voxels`): within this in-plane depth below the brain's
 #: edge, at least this many times the brain's median DWI: the skull-base zone and brightness of
 #: ``benchmarks/skull_base_marks.py``, without its inferior-slices limit (rims lie at the
@@ -138,14 +142,14 @@ def inject_infarcts(
     *,
     count: int,
     volume_range_ml: tuple[float, float] = (0.05, 300.0),
-    margin_voxels: int = 2,
+    margin_voxels: int = MARGIN_VOXELS,
     signal: Mapping[str, Any] | None = None,
     whole_territory: bool = False,
 ) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
     """``count`` synthetic infarcts written into the background's signals.
 
     With ``whole_territory`` they are whole-territory territorial infarcts (the generator's
-    :data:`..synthesis.generator.WHOLE_TERRITORY_ML` on the template, every level-1 territory of
+    :data:`..synthesis.lesions.WHOLE_TERRITORY_ML` on the template, every level-1 territory of
     the drawn one's major artery on its side), their core DWI ratio and older share drawn from
     :data:`..synthesis.generator.WHOLE_TERRITORY_SIGNAL`'s ranges (the generator's floors for
     them; these win over ``signal``).
@@ -158,9 +162,9 @@ def inject_infarcts(
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
         recomputed), the bool (nk, nj, ni) label (real ∪ injected) and what was drawn.
     """
-    from LambdaSegmentLib.synthesis.generator import WHOLE_TERRITORY_ML, WHOLE_TERRITORY_SIGNAL
+    from LambdaSegmentLib.synthesis.generator import WHOLE_TERRITORY_SIGNAL
     from LambdaSegmentLib.synthesis.lesion_signal import apply_lesion_signal, lesion_signal
-    from LambdaSegmentLib.synthesis.lesions import choose_kind, draw_lesion, sample_volume_ml
+    from LambdaSegmentLib.synthesis.lesions import choose_kind, draw_lesion, sample_volume_ml, sample_whole_territory_ml
     from LambdaSegmentLib.synthesis.template import load_territories, load_tissue_template
 
     study = background.study
@@ -175,7 +179,7 @@ def inject_infarcts(
     for _ in range(count):
         if whole_territory:
             kind = "territorial"
-            volume_ml = float(np.exp(rng.uniform(*np.log(WHOLE_TERRITORY_ML))))
+            volume_ml = sample_whole_territory_ml(rng, volume_range_ml)
         else:
             kind = choose_kind(rng, volume_range_ml)
             volume_ml = sample_volume_ml(rng, kind, volume_range_ml)
@@ -294,7 +298,7 @@ class RealBackgroundWindows(Dataset):
     def make_study(self, study: int) -> PreparedCase:
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
-        count = int(rng.choice([0, 1, 1, 2, 3]))
+        count = int(rng.choice(INJECTED_COUNTS))
         whole = (self.whole_territory_probability > 0 and np.random.default_rng(
             [self.base_seed, self.epoch, study, WHOLE_TERRITORY_STREAM]).random() < self.whole_territory_probability)
         faint = (not whole and self.faint_probability > 0
