@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
-from small_lesion_detection import EMBOLIC, SEEDS, SIZE_BINS, within  # noqa: E402
+from small_lesion_detection import EMBOLIC, INJECTED_STUDIES, INJECTION_SEED, SEEDS, SIZE_BINS, injected_studies, within  # noqa: E402
 
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
@@ -46,27 +46,12 @@ from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 
 MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring")
 RING_VOXELS = 2
-INJECTION_SEED = 34_000_000
-INJECTED_STUDIES = 20
 
 
 def injected_contrasts(case: str, faint: bool, brain_method: str) -> list[dict[str, float]]:
     """Rows of :func:`lesion_contrasts` for the infarcts stage 2 injects into real case ``case``
     (its own expert lesions excluded), with the default or the faint lesion signal."""
-    from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
-    from LambdaSegmentLib.training import find_labelled_cases
-    from LambdaSegmentLib.training.real_backgrounds import INJECTED_COUNTS, inject_infarcts, load_background
-
-    (labelled,) = find_labelled_cases(ISLES / CASES[case])
-    background = load_background(labelled)
-    signal = faint_signal_ranges({}) if faint else None
-    rows = []
-    for study in range(INJECTED_STUDIES):
-        rng = np.random.default_rng([INJECTION_SEED, study])
-        count = int(rng.choice(INJECTED_COUNTS))  # as RealBackgroundWindows.make_study
-        injected, label, _ = inject_infarcts(background, rng, count=count, signal=signal)
-        rows += lesion_contrasts(injected, label & ~background.lesion, brain_method)
-    return rows
+    return [row for _, study, injected in injected_studies(case, faint) for row in lesion_contrasts(study, injected, brain_method)]
 
 
 def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list[dict[str, float]]:

@@ -13,6 +13,14 @@ With ``--real``, the same table for the two ISLES'22 cases natively (``../shared
 numbers are written, never images. A package that trained on a case is not held out on it:
 the table says which cases each package used.
 
+With ``--injected``, the same table for stage 2's injected infarcts written into each real case
+the package is held out on (``training.real_backgrounds.inject_infarcts``: 0-3 per study as
+stage 2 draws them, seeds (34,000,000, s) for s < 20, the studies ``lesion_contrast.py``
+measures), with the default and with the faint lesion signal (issue 13's rule 87): only the
+injected lesions are counted, never the case's own. It asks whether a fold finds on held-out
+real texture the dots it finds on synthetic texture, and whether its misses of the case's own
+lesions are about contrast or about something the injection lacks.
+
     .venv/bin/python benchmarks/small_lesion_detection.py --packages runs/cv-rms/foldB/pkg runs/cv-rms/foldB-blob/pkg
         # -> benchmarks/results/small_lesion_detection.json
 """
@@ -23,6 +31,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,6 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_cases_used, synthetic  # noqa: E402
 
+from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 
 SEEDS = range(33_000_000, 33_000_008)
@@ -40,9 +50,29 @@ SIZE_BINS = ((1, 5), (5, 25), (25, 80), (80, None))  # voxels
 BRIGHTNESS_BINS = ((0.0, 1.5), (1.5, 2.0), (2.0, None))  # mean DWI / brain median
 DEPTH_BINS = ((0.0, 6.0), (6.0, 12.0), (12.0, None))  # median distance below the brain's edge, mm
 THRESHOLD = 0.3
+INJECTION_SEED = 34_000_000  # stage 2's injected infarcts measured here and in lesion_contrast.py
+INJECTED_STUDIES = 20
 # the synthetic embolic showers both this script and lesion_contrast.py measure
 EMBOLIC = {"lesion_kind": "embolic", "skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0,
            "lesion_volume_ml": (2.0, 10.0)}
+
+
+def injected_studies(case: str, faint: bool) -> Iterator[tuple[str, Study, np.ndarray]]:
+    """(name, study, injected) for the studies stage 2 would make from real case ``case``:
+    ``injected`` is the bool (nk, nj, ni) label of the injected infarcts alone (the case's own
+    expert lesions left out), with the default or the faint lesion signal."""
+    from LambdaSegmentLib.synthesis.generator import faint_signal_ranges
+    from LambdaSegmentLib.training import find_labelled_cases
+    from LambdaSegmentLib.training.real_backgrounds import INJECTED_COUNTS, inject_infarcts, load_background
+
+    (labelled,) = find_labelled_cases(ISLES / CASES[case])
+    background = load_background(labelled)
+    signal = faint_signal_ranges({}) if faint else None
+    for index in range(INJECTED_STUDIES):
+        rng = np.random.default_rng([INJECTION_SEED, index])
+        count = int(rng.choice(INJECTED_COUNTS))  # as RealBackgroundWindows.make_study
+        study, label, _ = inject_infarcts(background, rng, count=count, signal=signal)
+        yield f"{case}-injected-{index}", study, label & ~background.lesion
 
 
 def lesion_rows(prepared: Any) -> list[dict[str, float]]:
@@ -90,10 +120,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="+", default=["bundled"], metavar="PKG", help="model package dirs, or bundled")
     parser.add_argument("--real", action="store_true", help="also the two ISLES'22 cases natively (../shared)")
+    parser.add_argument("--injected", action="store_true",
+                        help="also stage 2's injected infarcts in each real case the package is held out on (../shared)")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "small_lesion_detection.json")
     args = parser.parse_args()
     studies = [(f"synthetic-{seed}", *synthetic(seed, **EMBOLIC)) for seed in SEEDS]
     results: dict[str, Any] = {"threshold": THRESHOLD, "synthetic_seeds": [SEEDS.start, SEEDS.stop - 1], "packages": {}}
+    if args.injected:
+        results["injection"] = {"seed": INJECTION_SEED, "studies": INJECTED_STUDIES}
     for spec in args.packages:
         package = fold_package(spec)
         entry: dict[str, Any] = {"package": f"{package.name} {package.version}", "weights_sha256": package.sha256,
@@ -105,6 +139,14 @@ def main() -> None:
                 rows = lesion_rows(prepare(case, *load_real(case, False), package, regions=False))
                 entry[f"real_{case}_native"] = {"lesions": len(rows), "held_out": case not in entry["trained_on_real"],
                                                 "by_size": table(rows)}
+        if args.injected and ISLES.is_dir():
+            for case in CASES:
+                if case in entry["trained_on_real"]:
+                    continue
+                for faint in (False, True):
+                    rows = [row for name, study, injected in injected_studies(case, faint)
+                            for row in lesion_rows(prepare(name, study, injected, package, regions=False))]
+                    entry[f"injected_{case}_{'faint' if faint else 'default'}"] = {"lesions": len(rows), "by_size": table(rows)}
         results["packages"][spec] = entry
         print(json.dumps({spec: {k: v for k, v in entry.items() if k != "weights_sha256"}}), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
