@@ -46,17 +46,18 @@ def rows(result: dict[str, Any], case: str, voxels: str, stage1: dict[str, Any] 
         if real is None or not real["held_out"] or f"injected_{case}_faint" not in entry:
             continue
         real_bin = bin_of(real["by_size"], voxels)
-        out.append({
+        row = {
             "package": spec, "real_n": real_bin["n"], "real_found": round(real_bin["found"] * real_bin["n"]),
             "injected faint": bin_of(entry[f"injected_{case}_faint"]["by_size"], voxels)["found"],
             "injected default": bin_of(entry[f"injected_{case}_default"]["by_size"], voxels)["found"],
             "synthetic emboli": bin_of(entry["synthetic_embolic"]["by_size"], voxels)["found"],
-        })
+        }
         if stage1 is not None:
-            found = stage1["packages"].get(stage1_of(spec))
-            if found is None:
+            stage1_entry = stage1["packages"].get(stage1_of(spec))
+            if stage1_entry is None:
                 raise SystemExit(f"injected_rank: no result for {stage1_of(spec)}, the stage 1 of {spec}")
-            out[-1][STAGE1_COLUMN] = bin_of(found["synthetic_embolic"]["by_size"], voxels)["found"]
+            row[STAGE1_COLUMN] = bin_of(stage1_entry["synthetic_embolic"]["by_size"], voxels)["found"]
+        out.append(row)
     return out
 
 
