@@ -1,0 +1,66 @@
+"""``benchmarks/lesion_attrition.py``: which post-processing step loses which expert lesion
+(issue 13's rule 92), on a study built by hand (no ISLES'22 data needed)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from LambdaSegmentLib.inference.postprocess import PostProcessing, find_components
+from LambdaSegmentLib.io import Volume
+
+
+@pytest.fixture(scope="module")
+def script(load_script):
+    return load_script("benchmarks/lesion_attrition.py")
+
+
+def test_the_stages_add_the_chosen_steps_in_the_product_s_order(script) -> None:
+    chosen = PostProcessing(threshold=0.7, min_edge_depth_mm=6.0, contralateral_ratio=1.05,
+                            bilateral_partner_mm=4.0, bilateral_partner_fraction=0.5)
+    plan = script.stages(chosen)
+    assert [name for name, _ in plan] == ["bare 0.5", "threshold", "edge", "contralateral", "bilateral"]
+    assert plan[0][1] == PostProcessing() and plan[1][1] == PostProcessing(threshold=0.7)
+    assert plan[2][1] == PostProcessing(threshold=0.7, min_edge_depth_mm=6.0) and plan[-1][1] == chosen
+    # a step the search left off is no stage
+    assert [name for name, _ in script.stages(PostProcessing(threshold=0.4))] == ["bare 0.5", "threshold"]
+
+
+def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
+    shape = (4, 30, 30)  # (k, j, i), 2 mm voxels
+    brain = np.ones(shape, dtype=bool)
+    truth = np.zeros(shape, dtype=bool)
+    probability = np.zeros(shape, dtype=np.float32)
+    depth = np.full(shape, 20.0)
+    dwi, mirror = np.full(shape, 2.0), np.ones(shape)  # every lesion twice as bright as its mirror ...
+    kept, shallow, faint, symmetric = (np.s_[1:3, 2:4, 2:4], np.s_[1:3, 10:12, 2:4], np.s_[1:3, 2:4, 10:12],
+                                       np.s_[1:3, 10:12, 10:12])
+    for lesion in (kept, shallow, faint, symmetric):
+        truth[lesion] = True
+        probability[lesion] = 0.9
+    probability[faint] = 0.55  # ... but this one's probability is under the chosen threshold
+    depth[shallow] = 2.0  # ... this one lies 2 mm below the brain's edge
+    mirror[symmetric] = 2.0  # ... and this one is as bright as its mirror
+    probability[1, 20:22, 20:22] = 0.9  # and a false positive of 4 voxels (32 mm³)
+
+    def components(threshold, flips=False, search_mm=0.0, grow_threshold=None, bilateral_mm=None):
+        return find_components(probability, threshold, brain=brain, voxel_volume_mm3=8.0, depth_mm=depth,
+                               dwi_smoothed=dwi, contralateral=mirror)
+
+    prepared = SimpleNamespace(
+        truth=truth, brain=brain, depth_mm=depth, posterior_fossa=None, components=components,
+        study=SimpleNamespace(dwi=Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0))),
+        mask=lambda s: components(s.threshold).mask(s))
+    out = script.attrition(prepared, PostProcessing(threshold=0.6, min_edge_depth_mm=6.0, contralateral_ratio=1.2))
+    assert [row["lesions_reached"] for row in out["stages"]] == [4, 3, 2, 1]
+    assert [row["small_reached"] for row in out["stages"]] == [4, 3, 2, 1]  # 8 voxels each: 5-25
+    last = out["stages"][-1]
+    assert last["fp_ml"] == pytest.approx(0.032) and last["volume_dice"] == pytest.approx(16 / 44, abs=1e-4)  # 8 of 32 found, 4 false
+    assert {name: v["lesions"] for name, v in out["lost_by_step"].items()} == {"threshold": 1, "edge": 1, "contralateral": 1}
+    lost = {lesion["lost_at"]: lesion for lesion in out["lesions"]}
+    assert lost[None]["reached_at"] == ["bare 0.5", "threshold", "edge", "contralateral"]
+    assert "checks" not in lost["threshold"]  # the threshold is no check: nothing to report
+    assert lost["edge"]["checks"] == [{"voxels": 8, "edge_depth_mm": 2.0, "contralateral_ratio": 2.0, "partner_share": None}]
+    assert lost["contralateral"]["checks"][0]["contralateral_ratio"] == 1.0

@@ -1,0 +1,181 @@
+"""Where a fold's post-processing loses its held-out case's lesions, step by step (issue 13's rule 92).
+
+    .venv/bin/python benchmarks/lesion_attrition.py --fold B --label rule92 \\
+        benchmarks/results/real_scan_cv/ROW-seed51000005-unseeded-nlb.json [...]
+        # -> benchmarks/results/lesion_attrition_rule92.json
+
+Each ``real_scan_cv.py`` result names the fold's package and the post-processing its search
+chose. The package segments the fold's held-out ISLES'22 case (native; seeded as the row was,
+when it was), and the chosen settings are applied one step at a time, each stage adding one
+step to the one before:
+
+1. ``bare 0.5``: the bare threshold 0.5, nothing else;
+2. ``threshold``: the chosen threshold (with the chosen hysteresis and flips, if any);
+3. then each chosen step in the product's order: ``size``, ``edge``, ``contralateral``, ``adc``,
+   ``bilateral`` (a step the search left off is not a stage).
+
+The last stage is the row's own mask: its volume Dice must equal the result file's, or the
+script stops (the re-run is not the run the row scored). Per stage: expert lesions
+(26-connected components of the reference, as the lesion-wise F1) reached by the mask, of
+them those of 5-25 voxels (``small_lesion_detection.py``'s emboli), expert voxels covered,
+predicted and false-positive mL, volume Dice and lesion F1. Per expert lesion: its voxels, the
+stages that reach it, the step that loses it (the first stage that no longer reaches it when the
+stage before did: ``threshold`` when the chosen threshold lies above 0.5, else a check), and,
+for a lesion a check drops, what the check saw on the candidate components that held it
+(median depth below the brain's edge in mm, DWI over the mirror's, bilateral partner share).
+Only numbers are written, never images (ISLES'22 may not be redistributed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from real_scan_cv import FOLDS, Prepared, fold_package, load_real, prepare, score  # noqa: E402
+
+from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+
+SMALL_VOXELS = (5, 25)  # small_lesion_detection.py's 5-25-voxel bin: the emboli the rules count
+# the product's steps after the threshold, in the order Components.keep applies them, with the
+# PostProcessing fields each one sets
+STEP_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("size", ("min_lesion_ml",)),
+    ("edge", ("min_edge_depth_mm",)),
+    ("contralateral", ("contralateral_ratio", "contralateral_search_mm")),
+    ("adc", ("max_relative_adc",)),
+    ("bilateral", ("bilateral_partner_mm", "bilateral_partner_fraction")),
+)
+
+
+def stages(chosen: PostProcessing) -> list[tuple[str, PostProcessing]]:
+    """``[(name, settings), ...]``: the bare threshold 0.5, the chosen threshold alone, then each
+    step the search turned on added in turn; the last is ``chosen`` itself."""
+    plain = PostProcessing()
+    current = replace(plain, threshold=chosen.threshold, grow_threshold=chosen.grow_threshold,
+                      test_time_flips=chosen.test_time_flips)
+    out = [("bare 0.5", plain), ("threshold", current)]
+    for name, fields in STEP_FIELDS:
+        values = {field: getattr(chosen, field) for field in fields}
+        if all(values[field] == getattr(plain, field) for field in fields):
+            continue
+        current = replace(current, **values)
+        out.append((name, current))
+    if out[-1][1] != chosen:
+        raise AssertionError(f"the stages end at {out[-1][1]}, not at the chosen {chosen}")
+    return out
+
+
+def check_values(prepared: Prepared, settings: PostProcessing, lesion: np.ndarray) -> list[dict[str, float | None]]:
+    """What the checks saw on each candidate component (at ``settings``' threshold) holding a
+    voxel of ``lesion``: median edge depth (mm), mean DWI / mirror's, bilateral partner share."""
+    search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
+    components = prepared.components(settings.threshold, settings.test_time_flips, search_mm,
+                                     settings.grow_threshold, settings.bilateral_partner_mm)
+    out = []
+    for label in np.unique(components.labels[lesion]):
+        if label == 0:
+            continue
+        index = int(label) - 1
+        ratio = float(components.contralateral_ratio[index])
+        out.append({
+            "voxels": int(np.count_nonzero(components.labels == label)),
+            "edge_depth_mm": round(float(components.edge_depth_mm[index]), 2),
+            "contralateral_ratio": None if np.isnan(ratio) else round(ratio, 3),
+            "partner_share": None if components.bilateral is None else round(float(components.bilateral[0][index]), 3),
+        })
+    return out
+
+
+def attrition(prepared: Prepared, chosen: PostProcessing) -> dict[str, Any]:
+    """The per-stage table and the per-lesion record (module docstring) for one prepared case."""
+    plan = stages(chosen)
+    masks = [prepared.mask(settings) != 0 for _, settings in plan]
+    labels, count = label_lesions(prepared.truth)
+    sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
+    small = (sizes >= SMALL_VOXELS[0]) & (sizes <= SMALL_VOXELS[1])
+    reached = np.zeros((len(plan), count), dtype=bool)  # (stage, lesion)
+    for s, mask in enumerate(masks):
+        hit = np.unique(labels[mask & prepared.truth])
+        reached[s, hit[hit > 0] - 1] = True
+    table = []
+    for s, ((name, settings), mask) in enumerate(zip(plan, masks)):
+        row = score(prepared, mask)
+        table.append({
+            "stage": name, "settings": settings.as_dict(),
+            "lesions_reached": int(reached[s].sum()), "lesions": int(count),
+            "small_reached": int(reached[s, small].sum()), "small": int(small.sum()),
+            "expert_voxels_covered": int(np.count_nonzero(mask & prepared.truth)),
+            **{key: round(float(row[key]), 4) for key in ("volume_dice", "lesion_f1", "predicted_ml", "fp_ml")},
+        })
+    lesions = []
+    for index in range(count):
+        lost_at = next((plan[s][0] for s in range(1, len(plan)) if reached[s - 1, index] and not reached[s, index]), None)
+        entry: dict[str, Any] = {"voxels": int(sizes[index]), "lost_at": lost_at,
+                                 "reached_at": [plan[s][0] for s in range(len(plan)) if reached[s, index]]}
+        if lost_at not in (None, "threshold"):
+            entry["checks"] = check_values(prepared, chosen, labels == index + 1)
+        lesions.append(entry)
+    losses = {name: {"lesions": sum(e["lost_at"] == name for e in lesions),
+                     "small": sum(e["lost_at"] == name and bool(small[i]) for i, e in enumerate(lesions))}
+              for name, _ in plan[1:]}
+    return {"stages": table, "lost_by_step": losses, "lesions": lesions}
+
+
+def run(result_path: Path, fold: str) -> dict[str, Any]:
+    result = json.loads(result_path.read_text())
+    entry = result["folds"][fold]
+    if entry.get("partner_package_dir"):
+        raise SystemExit(f"lesion_attrition: {result_path}: fold {fold} pairs two networks; not supported here")
+    chosen = PostProcessing(**entry["postprocessing"])
+    held_out = FOLDS[fold][1]
+    package = fold_package(entry["package_dir"])
+    if package.sha256 != entry["weights_sha256"]:
+        raise SystemExit(f"lesion_attrition: {entry['package_dir']} is not the package {result_path} scored "
+                         f"(weights {package.sha256[:12]}, the result's {entry['weights_sha256'][:12]})")
+    seed = fold_package(entry["seed_package_dir"]) if entry.get("seed_package_dir") else None
+    prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=True, seed_package=seed)
+    out = attrition(prepared, chosen)
+    expected = entry["scores"]["native"]["model"]["volume_dice"]
+    measured = score(prepared, prepared.mask(chosen))["volume_dice"]
+    if abs(measured - expected) > 1e-9:
+        raise SystemExit(f"lesion_attrition: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
+                         f"{expected:.6f} in the result: not the run the row scored")
+    return {"result": str(result_path), "fold": fold, "held_out_case": held_out, "package_dir": entry["package_dir"],
+            "chosen": chosen.as_dict(), **out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", type=Path, help="real_scan_cv.py result files")
+    parser.add_argument("--fold", choices=list(FOLDS), required=True)
+    parser.add_argument("--label", required=True, help="results file: benchmarks/results/lesion_attrition_LABEL.json")
+    args = parser.parse_args()
+    rows = []
+    for path in args.results:
+        row = run(path, args.fold)
+        rows.append(row)
+        print(f"{path.name} (fold {args.fold}, held out {row['held_out_case']}; chosen threshold {row['chosen']['threshold']}):")
+        for stage in row["stages"]:
+            print(f"  {stage['stage']:>13}: lesions {stage['lesions_reached']:>2}/{stage['lesions']}, "
+                  f"5-25 voxels {stage['small_reached']:>2}/{stage['small']}, Dice {stage['volume_dice']:.3f}, "
+                  f"F1 {stage['lesion_f1']:.3f}, predicted {stage['predicted_ml']:.2f} mL, FP {stage['fp_ml']:.2f} mL")
+        print("  lost by step: " + ", ".join(f"{name} {v['lesions']} ({v['small']} of 5-25 voxels)"
+                                             for name, v in row["lost_by_step"].items()))
+    output = REPO / "benchmarks" / "results" / f"lesion_attrition_{args.label}.json"
+    output.write_text(json.dumps({"label": args.label, "fold": args.fold, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {output.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
