@@ -51,7 +51,7 @@ SMALL_VOXELS = (5, 25)  # small_lesion_detection.py's 5-25-voxel bin: the emboli
 # PostProcessing fields each one sets
 STEP_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("size", ("min_lesion_ml",)),
-    ("edge", ("min_edge_depth_mm",)),
+    ("edge", ("min_edge_depth_mm", "edge_keep_ratio")),
     ("contralateral", ("contralateral_ratio", "contralateral_search_mm")),
     ("adc", ("max_relative_adc",)),
     ("bilateral", ("bilateral_partner_mm", "bilateral_partner_fraction")),
@@ -79,7 +79,7 @@ def stages(chosen: PostProcessing) -> list[tuple[str, PostProcessing]]:
 def check_values(prepared: Prepared, settings: PostProcessing, lesion: np.ndarray) -> list[dict[str, float | None]]:
     """What the checks saw on each candidate component (at ``settings``' threshold) holding a
     voxel of ``lesion``: median edge depth (mm), mean DWI / mirror's, bilateral partner share."""
-    search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
+    search_mm = settings.contralateral_search_mm if settings.needs_contralateral else 0.0
     components = prepared.components(settings.threshold, settings.test_time_flips, search_mm,
                                      settings.grow_threshold, settings.bilateral_partner_mm)
     out = []

@@ -103,7 +103,8 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # --seed-packages: a seed package's probability at or above this marks where it detects a lesion
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
-STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral")
+STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral",
+         "edge_keep")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -123,6 +124,10 @@ GRID = {
     # candidate lesion, one found dropping it (postprocess.PostProcessing.bilateral_partner_mm);
     # off first, so a tie keeps it off (issue 13's rule 82). --bilateral-partner-mm fixes it on.
     "bilateral": (None, 4.0),
+    # the edge check's exception (postprocess.PostProcessing.edge_keep_ratio): a shallow lesion
+    # whose DWI is at least this many times its mirror's is kept; only with an edge depth; off
+    # first, so a tie keeps it off (issue 13's rule 93)
+    "edge_keep": (None, 1.3, 1.5, 2.0),
 }
 
 
@@ -177,8 +182,8 @@ class Prepared:
         return self._components[key]
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
-        # the search radius only changes what the contralateral check sees
-        search_mm = settings.contralateral_search_mm if settings.contralateral_ratio is not None else 0.0
+        # the search radius only changes what the contralateral checks see
+        search_mm = settings.contralateral_search_mm if settings.needs_contralateral else 0.0
         return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold,
                                settings.bilateral_partner_mm).mask(settings)
 
@@ -355,9 +360,10 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
-                           max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share)
-            for t, s, e, c, r, f, g, a, b in itertools.product(*axes)
-            if (c is not None or r == search_axis[0]) and (g is None or g < t)
+                           max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
+                           edge_keep_ratio=k)
+            for t, s, e, c, r, f, g, a, b, k in itertools.product(*axes)
+            if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
             for share in (bilateral_fractions if b is not None else (0.0,))]
 
 

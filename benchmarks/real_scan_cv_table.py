@@ -60,6 +60,8 @@ def settings(post: dict) -> str:
         parts.append(f"≥ {post['min_lesion_ml']:g} mL")
     if post["min_edge_depth_mm"] is not None:
         parts.append(f"depth ≥ {post['min_edge_depth_mm']:g} mm")
+        if post.get("edge_keep_ratio") is not None:
+            parts.append(f"shallow kept at contra ≥ {post['edge_keep_ratio']:g}")
     if post["contralateral_ratio"] is not None:
         parts.append(f"contra ≥ {post['contralateral_ratio']:g}")
         if post.get("contralateral_search_mm"):

@@ -11,7 +11,10 @@ new faint component appears). Steps, in order, on those components:
 1. ``min_lesion_ml``: components smaller than this are dropped.
 2. ``min_edge_depth_mm``: components whose median depth below the brain mask's edge is
    under this are dropped (the bright partial-volume and susceptibility rims of real
-   DWI lie at the edge; an infarct lies in tissue).
+   DWI lie at the edge; an infarct lies in tissue). With ``edge_keep_ratio``, a shallow
+   component whose mean DWI is at least that many times its registered mirror's (the ratio of
+   step 3) is kept anyway: the rims are bilateral, while a cortical infarct or embolus at the
+   edge stands out against the other hemisphere (issue 13's rule 93).
 3. ``contralateral_ratio``: a component is kept only if its mean DWI is at least this many
    times the mean of the registered contralateral DWI on the same voxels
    (:mod:`LambdaSegmentLib.preprocessing.symmetry`); acute infarcts are one-sided, the rims are bilateral.
@@ -64,6 +67,8 @@ class PostProcessing:
         threshold: probability at or above which a voxel is a lesion candidate.
         min_lesion_ml: smallest kept component, mL (0 = keep all).
         min_edge_depth_mm: smallest kept median depth below the brain edge, mm (None = off).
+        edge_keep_ratio: a component shallower than ``min_edge_depth_mm`` is kept when its mean
+            DWI / mean contralateral DWI is at least this (None = every shallow one dropped).
         contralateral_ratio: smallest kept mean DWI / mean contralateral DWI (None = off).
         contralateral_search_mm: in-plane radius (mm) within which the contralateral check
             takes the brightest mirror value (0 = the mirror partner itself).
@@ -81,6 +86,7 @@ class PostProcessing:
     threshold: float = 0.5
     min_lesion_ml: float = 0.0
     min_edge_depth_mm: float | None = None
+    edge_keep_ratio: float | None = None
     contralateral_ratio: float | None = None
     contralateral_search_mm: float = 0.0
     test_time_flips: bool = False
@@ -97,6 +103,11 @@ class PostProcessing:
                              f"not {self.bilateral_partner_fraction}")
         if self.bilateral_partner_fraction > 0.0 and self.bilateral_partner_mm is None:
             raise ValueError("bilateral_partner_fraction is set but the bilateral check is off: give bilateral_partner_mm too")
+        if self.edge_keep_ratio is not None:
+            if not (np.isfinite(self.edge_keep_ratio) and self.edge_keep_ratio > 0.0):
+                raise ValueError(f"edge_keep_ratio must be a positive DWI ratio, not {self.edge_keep_ratio}")
+            if self.min_edge_depth_mm is None:
+                raise ValueError("edge_keep_ratio is set but the edge check is off: give min_edge_depth_mm too")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
@@ -128,12 +139,13 @@ class PostProcessing:
 
     @property
     def needs_contralateral(self) -> bool:
-        return self.contralateral_ratio is not None
+        """Whether a step reads each component's DWI over its mirror's (the ratio or the edge's exception)."""
+        return self.contralateral_ratio is not None or self.edge_keep_ratio is not None
 
     @property
     def needs_registration(self) -> bool:
         """Whether a step reads the study's registered mirror (the ratio or the bilateral pairs)."""
-        return self.contralateral_ratio is not None or self.bilateral_partner_mm is not None
+        return self.needs_contralateral or self.bilateral_partner_mm is not None
 
     @property
     def needs_adc(self) -> bool:
@@ -166,7 +178,12 @@ class Components:
         """(n,) bool: which components pass every enabled check."""
         keep = self.volume_ml >= settings.min_lesion_ml
         if settings.min_edge_depth_mm is not None:
-            keep &= self.edge_depth_mm >= settings.min_edge_depth_mm
+            shallow = self.edge_depth_mm < settings.min_edge_depth_mm
+            if settings.edge_keep_ratio is not None:
+                if np.isnan(self.contralateral_ratio).any():
+                    raise ValueError("edge_keep_ratio is set but the components were found without the contralateral DWI")
+                shallow &= self.contralateral_ratio < settings.edge_keep_ratio
+            keep &= ~shallow
         if settings.contralateral_ratio is not None:
             keep &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
         if settings.max_relative_adc is not None:

@@ -125,6 +125,17 @@ def test_the_search_keeps_the_bilateral_partner_fraction_wherever_the_step_is_on
         cv.partner_fraction("-1")
 
 
+def test_the_search_tries_the_edge_exception_only_with_an_edge_depth(cv) -> None:
+    """Rule 93: ``edge_keep`` adds the ratios at which a shallow lesion is kept, off first, and
+    only to settings whose edge check is on."""
+    settings = cv.candidate_settings(("threshold", "edge", "edge_keep"), (0.5,))
+    pairs = [(s.min_edge_depth_mm, s.edge_keep_ratio) for s in settings]
+    assert pairs[0] == (None, None) and (None, 1.3) not in pairs
+    assert [k for e, k in pairs if e == 6.0] == [None, 1.3, 1.5, 2.0]
+    assert len(pairs) == 1 + 3 * 4
+    assert all(s.edge_keep_ratio is None for s in cv.candidate_settings(("threshold", "edge"), (0.5,)))
+
+
 @pytest.mark.parametrize("text, match", [
     ("{bad", "not valid JSON"),
     ("[1, 2]", "must be a JSON object"),

@@ -64,6 +64,32 @@ def test_contralateral_check_drops_bilateral_components_and_keeps_one_sided() ->
     assert unchecked[one_sided | bilateral].all()
 
 
+@pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(15.0)], ids=["axial", "oblique"])
+def test_the_edge_check_keeps_a_shallow_lesion_that_stands_out_against_its_mirror(direction: np.ndarray) -> None:
+    """Rule 93: with ``edge_keep_ratio`` a component the edge check would drop is kept when its
+    DWI is that many times its registered mirror's; a bilateral one is still dropped."""
+    dwi, brain, (one_sided, bilateral) = head(direction)
+    probability = dwi.with_array((one_sided | bilateral).astype(np.float32))
+    mask = lambda **kw: np.asarray(postprocess(probability, dwi, brain, PostProcessing(**kw)).array)  # noqa: E731
+    assert not mask(min_edge_depth_mm=100.0).any()  # deeper than any voxel: everything is "shallow"
+    kept = mask(min_edge_depth_mm=100.0, edge_keep_ratio=1.3)
+    assert kept[one_sided].all() and not kept[bilateral].any()
+    assert not mask(min_edge_depth_mm=100.0, edge_keep_ratio=3.0).any()  # the one-sided blob is ~1.6-2 x its mirror
+    assert mask(min_edge_depth_mm=1.0, edge_keep_ratio=3.0)[one_sided | bilateral].all()  # deep enough: kept anyway
+
+
+def test_the_edge_exception_needs_the_edge_check_and_a_positive_ratio() -> None:
+    assert PostProcessing(min_edge_depth_mm=6.0, edge_keep_ratio=1.5).needs_contralateral
+    with pytest.raises(ValueError, match="the edge check is off"):
+        PostProcessing(edge_keep_ratio=1.5)
+    with pytest.raises(ValueError, match="positive DWI ratio"):
+        PostProcessing(min_edge_depth_mm=6.0, edge_keep_ratio=0.0)
+    components = find_components(np.ones((2, 4, 4), np.float32), 0.5, brain=np.ones((2, 4, 4), bool),
+                                 voxel_volume_mm3=1.0, depth_mm=np.zeros((2, 4, 4)))
+    with pytest.raises(ValueError, match="without the contralateral DWI"):
+        components.keep(PostProcessing(min_edge_depth_mm=6.0, edge_keep_ratio=1.5))
+
+
 def centred_lps(grid: Volume, shape_kji: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x, y, z (LPS mm) of every voxel of ``grid`` relative to the grid's centre (head()'s frame)."""
     kji = np.indices(shape_kji).reshape(3, -1).T
@@ -248,7 +274,8 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
 
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
-    block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "contralateral_ratio": 1.2, "contralateral_search_mm": 4.0,
+    block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "edge_keep_ratio": 1.5, "contralateral_ratio": 1.2,
+             "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
