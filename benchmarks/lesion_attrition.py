@@ -79,9 +79,7 @@ def stages(chosen: PostProcessing) -> list[tuple[str, PostProcessing]]:
 def check_values(prepared: Prepared, settings: PostProcessing, lesion: np.ndarray) -> list[dict[str, float | None]]:
     """What the checks saw on each candidate component (at ``settings``' threshold) holding a
     voxel of ``lesion``: median edge depth (mm), mean DWI / mirror's, bilateral partner share."""
-    search_mm = settings.contralateral_search_mm if settings.needs_contralateral else 0.0
-    components = prepared.components(settings.threshold, settings.test_time_flips, search_mm,
-                                     settings.grow_threshold, settings.bilateral_partner_mm)
+    components = prepared.components_for(settings)
     out = []
     for label in np.unique(components.labels[lesion]):
         if label == 0:

@@ -181,11 +181,15 @@ class Prepared:
                                                        self.study.dwi, bilateral_mm)
         return self._components[key]
 
-    def mask(self, settings: PostProcessing) -> np.ndarray:
+    def components_for(self, settings: PostProcessing) -> Components:
+        """The candidate components ``settings``' mask is cut from, with what its checks read."""
         # the search radius only changes what the contralateral checks see
         search_mm = settings.contralateral_search_mm if settings.needs_contralateral else 0.0
         return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold,
-                               settings.bilateral_partner_mm).mask(settings)
+                               settings.bilateral_partner_mm)
+
+    def mask(self, settings: PostProcessing) -> np.ndarray:
+        return self.components_for(settings).mask(settings)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:

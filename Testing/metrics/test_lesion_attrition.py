@@ -45,14 +45,14 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
     mirror[symmetric] = 2.0  # ... and this one is as bright as its mirror
     probability[1, 20:22, 20:22] = 0.9  # and a false positive of 4 voxels (32 mm³)
 
-    def components(threshold, flips=False, search_mm=0.0, grow_threshold=None, bilateral_mm=None):
+    def components(threshold):
         return find_components(probability, threshold, brain=brain, voxel_volume_mm3=8.0, depth_mm=depth,
                                dwi_smoothed=dwi, contralateral=mirror)
 
     prepared = SimpleNamespace(
-        truth=truth, brain=brain, depth_mm=depth, posterior_fossa=None, components=components,
+        truth=truth, brain=brain, depth_mm=depth, posterior_fossa=None,
         study=SimpleNamespace(dwi=Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0))),
-        mask=lambda s: components(s.threshold).mask(s))
+        components_for=lambda s: components(s.threshold), mask=lambda s: components(s.threshold).mask(s))
     out = script.attrition(prepared, PostProcessing(threshold=0.6, min_edge_depth_mm=6.0, contralateral_ratio=1.2))
     assert [row["lesions_reached"] for row in out["stages"]] == [4, 3, 2, 1]
     assert [row["small_reached"] for row in out["stages"]] == [4, 3, 2, 1]  # 8 voxels each: 5-25
