@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from real_scan_cv import FOLDS, Prepared, fold_package, load_real, prepare, score  # noqa: E402
+from real_scan_cv import FOLDS, Prepared, fold_package, load_real, paired_package, prepare, score  # noqa: E402
 
+from LambdaSegmentLib.inference.package import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 
@@ -130,19 +132,29 @@ def attrition(prepared: Prepared, chosen: PostProcessing) -> dict[str, Any]:
     return {"stages": table, "lost_by_step": losses, "lesions": lesions}
 
 
+def scored_package(result_path: Path, entry: dict[str, Any], key: str) -> ModelPackage:
+    """The package a result's fold names under ``key`` (``package_dir`` or ``partner_package_dir``),
+    refused unless its weights are the ones the result scored."""
+    package = fold_package(entry[key])
+    expected = entry["weights_sha256" if key == "package_dir" else "partner_weights_sha256"]
+    if package.sha256 != expected:
+        raise SystemExit(f"lesion_attrition: {entry[key]} is not the package {result_path} scored "
+                         f"(weights {package.sha256[:12]}, the result's {expected[:12]})")
+    return package
+
+
 def run(result_path: Path, fold: str) -> dict[str, Any]:
     result = json.loads(result_path.read_text())
     entry = result["folds"][fold]
-    if entry.get("partner_package_dir"):
-        raise SystemExit(f"lesion_attrition: {result_path}: fold {fold} pairs two networks; not supported here")
     chosen = PostProcessing(**entry["postprocessing"])
     held_out = FOLDS[fold][1]
-    package = fold_package(entry["package_dir"])
-    if package.sha256 != entry["weights_sha256"]:
-        raise SystemExit(f"lesion_attrition: {entry['package_dir']} is not the package {result_path} scored "
-                         f"(weights {package.sha256[:12]}, the result's {entry['weights_sha256'][:12]})")
+    package = scored_package(result_path, entry, "package_dir")
     seed = fold_package(entry["seed_package_dir"]) if entry.get("seed_package_dir") else None
-    prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=True, seed_package=seed)
+    with tempfile.TemporaryDirectory(prefix="lesion_attrition-pair-") as pairs:
+        if entry.get("partner_package_dir"):  # two networks averaged, as the row ran them (rule 94)
+            partner = scored_package(result_path, entry, "partner_package_dir")
+            package = paired_package(package, partner, Path(pairs) / fold)
+        prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=True, seed_package=seed)
     out = attrition(prepared, chosen)
     expected = entry["scores"]["native"]["model"]["volume_dice"]
     measured = score(prepared, prepared.mask(chosen))["volume_dice"]
@@ -150,7 +162,7 @@ def run(result_path: Path, fold: str) -> dict[str, Any]:
         raise SystemExit(f"lesion_attrition: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
                          f"{expected:.6f} in the result: not the run the row scored")
     return {"result": str(result_path), "fold": fold, "held_out_case": held_out, "package_dir": entry["package_dir"],
-            "chosen": chosen.as_dict(), **out}
+            "partner_package_dir": entry.get("partner_package_dir"), "chosen": chosen.as_dict(), **out}
 
 
 def main() -> None:

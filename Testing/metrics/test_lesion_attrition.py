@@ -64,3 +64,19 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
     assert "checks" not in lost["threshold"]  # the threshold is no check: nothing to report
     assert lost["edge"]["checks"] == [{"voxels": 8, "edge_depth_mm": 2.0, "contralateral_ratio": 2.0, "partner_share": None}]
     assert lost["contralateral"]["checks"][0]["contralateral_ratio"] == 1.0
+
+
+def test_a_paired_row_s_partner_must_be_the_network_it_scored(script, tmp_path) -> None:
+    """Rule 94's rows average two networks: the re-run uses the partner the row named, and
+    refuses one whose weights differ from the result's (as for the fold's own package)."""
+    from LambdaSegmentLib.inference import load_model_package
+    from LambdaSegmentLib.inference.untrained import save_untrained_package
+
+    own = load_model_package(save_untrained_package(tmp_path / "own", seed=1))
+    partner = load_model_package(save_untrained_package(tmp_path / "partner", seed=2))
+    entry = {"package_dir": str(own.directory), "weights_sha256": own.sha256,
+             "partner_package_dir": str(partner.directory), "partner_weights_sha256": partner.sha256}
+    assert script.scored_package(tmp_path / "row.json", entry, "partner_package_dir").sha256 == partner.sha256
+    with pytest.raises(SystemExit, match="partner.*is not the package .*row.json scored"):
+        script.scored_package(tmp_path / "row.json", {**entry, "partner_weights_sha256": own.sha256},
+                              "partner_package_dir")
