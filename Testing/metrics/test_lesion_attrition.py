@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from LambdaSegmentLib.inference import load_model_package
 from LambdaSegmentLib.inference.postprocess import PostProcessing, find_components
+from LambdaSegmentLib.inference.untrained import save_untrained_package
 from LambdaSegmentLib.io import Volume
 
 
@@ -69,9 +71,6 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
 def test_a_paired_row_s_partner_must_be_the_network_it_scored(script, tmp_path) -> None:
     """Rule 94's rows average two networks: the re-run uses the partner the row named, and
     refuses one whose weights differ from the result's (as for the fold's own package)."""
-    from LambdaSegmentLib.inference import load_model_package
-    from LambdaSegmentLib.inference.untrained import save_untrained_package
-
     own = load_model_package(save_untrained_package(tmp_path / "own", seed=1))
     partner = load_model_package(save_untrained_package(tmp_path / "partner", seed=2))
     entry = {"package_dir": str(own.directory), "weights_sha256": own.sha256,
