@@ -126,6 +126,11 @@ def large_size_choices(minimum_ml: float = 0.3) -> str:
                      for fold, (chosen, searched) in sorted(counts.items()))
 
 
+def held_out_scores(result: dict) -> list[dict]:
+    """The four held-out model scores of a ``real_scan_cv.py`` result: both folds, native and 6 mm."""
+    return [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
+
+
 def held_out_means(labels: list[str]) -> str:
     """Per result file and over all: mean volume Dice / lesion F1 / false-positive mL of the
     held-out scores (both folds, native and 6 mm), and each fold's synthetic >= 100 mL Dice.
@@ -133,7 +138,7 @@ def held_out_means(labels: list[str]) -> str:
     lines, pooled, detached = [], [], []
     for label in labels:
         result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
-        scores = [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
+        scores = held_out_scores(result)
         means = [sum(score[key] for score in scores) / len(scores) for key in ("volume_dice", "lesion_f1", "fp_ml")]
         large = ", ".join(f"{fold} {dice_cell(large_synthetic_dice(entry))}" for fold, entry in result["folds"].items())
         split = ""

@@ -17,10 +17,14 @@ import argparse
 import json
 import re
 import statistics
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "real_scan_cv"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_scan_cv_table import RESULTS, held_out_scores  # noqa: E402
+
 SEEDS = ("51000005", "51000006", "51000007")
 LABEL = re.compile(r"^(?P<row>.*)-seed(?P<seed>5100000[567])(?P<rest>.*)$")
 
@@ -34,10 +38,10 @@ def seed_effect(directory: Path) -> dict:
         match = LABEL.match(path.stem)
         if match is None:
             continue
-        folds = json.loads(path.read_text())["folds"]
-        scores = [entry["scores"][res]["model"]["volume_dice"] for entry in folds.values() for res in ("native", "6mm")]
-        rows[match["row"] + "|" + match["rest"]][match["seed"]] = statistics.fmean(scores)
-        for fold, entry in folds.items():
+        result = json.loads(path.read_text())
+        rows[match["row"] + "|" + match["rest"]][match["seed"]] = statistics.fmean(
+            score["volume_dice"] for score in held_out_scores(result))
+        for fold, entry in result["folds"].items():
             native[(fold, match["seed"])].append(entry["scores"]["native"]["model"]["volume_dice"])
     complete = {row: by_seed for row, by_seed in rows.items() if len(by_seed) == len(SEEDS)}
     lowest = Counter(min(by_seed, key=by_seed.get) for by_seed in complete.values())
@@ -52,7 +56,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS, help="real_scan_cv.py result folder")
     out = seed_effect(parser.parse_args().results)
     print(f"{out['rows']} rows scored on all three stage-2 seeds")
-    for seed in SEEDS:
+    for seed in SEEDS if out["rows"] else ():  # no complete row: no seed's mean to print
         print(f"seed {seed}: lowest in {out['lowest'][seed]}, mean Dice {out['mean_dice'][seed]:.4f}")
     for key, value in out["native_by_fold"].items():
         print(f"fold {key} native Dice {value:.3f}")
