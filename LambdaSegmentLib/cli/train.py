@@ -84,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--rim-windows", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows cut around one of the case's own bright edge rims (DWI >= 2x the brain median within 8 mm of the brain's edge, unlabelled), seen as negatives (0)")
     data.add_argument("--injected-faint", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose injected infarcts take the faint lesion signal (the --synthesis faint_* ranges: DWI 1.25-1.7x in the core), as real embolic dots often are (0)")
     data.add_argument("--injected-whole-territory", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies that get one whole-territory infarct (100-300 mL, one major artery's territories on one side) in place of their 0-3 injected infarcts (0)")
+    data.add_argument("--injected-whole-territory-per-epoch", type=int, default=0, metavar="K", help="exactly K of each epoch's --real-background-studies get one whole-territory infarct (a quota in place of --injected-whole-territory's share: no seed goes without; 0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
@@ -209,6 +210,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--injected-whole-territory", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
     if not 0.0 <= args.injected_whole_territory <= 1.0:
         raise BadInputError("--injected-whole-territory", f"must be in [0, 1], got {args.injected_whole_territory}")
+    if args.injected_whole_territory_per_epoch and not args.real_backgrounds:
+        raise BadInputError("--injected-whole-territory-per-epoch", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
+    if not 0 <= args.injected_whole_territory_per_epoch <= max(args.real_background_studies, 0):
+        raise BadInputError("--injected-whole-territory-per-epoch",
+                            f"must be in [0, --real-background-studies = {args.real_background_studies}], got {args.injected_whole_territory_per_epoch}")
+    if args.injected_whole_territory_per_epoch > 0 and args.injected_whole_territory > 0:
+        raise BadInputError("--injected-whole-territory-per-epoch", "give it or --injected-whole-territory, not both")
     if not 0.0 <= args.carve_probability <= 1.0:
         raise BadInputError("--carve-probability", f"must be in [0, 1], got {args.carve_probability}")
     if args.distill_weight is not None and not args.teacher:
@@ -245,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
         rim_window_probability=args.rim_windows,
         injected_faint_probability=args.injected_faint,
         injected_whole_territory_probability=args.injected_whole_territory,
+        injected_whole_territory_per_epoch=args.injected_whole_territory_per_epoch,
     )
     try:
         module = SegmentationModule(

@@ -64,6 +64,9 @@ class SegmentationDataModule(L.LightningDataModule):
         injected_whole_territory_probability: share of real-background studies that get one
             whole-territory infarct (100-300 mL) in place of their 0-3 injected infarcts;
             needs ``real_backgrounds``; 0 = none (the studies as before).
+        injected_whole_territory_per_epoch: exactly that many of each epoch's real-background
+            studies get one whole-territory infarct (a quota in place of the share above: no
+            seed goes without); at most ``real_background_studies``; 0 = none.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class SegmentationDataModule(L.LightningDataModule):
         rim_window_probability: float = 0.0,
         injected_faint_probability: float = 0.0,
         injected_whole_territory_probability: float = 0.0,
+        injected_whole_territory_per_epoch: int = 0,
     ) -> None:
         super().__init__()
         if not 0.0 <= rim_window_probability <= 1.0:
@@ -103,6 +107,13 @@ class SegmentationDataModule(L.LightningDataModule):
             raise ValueError(f"injected_whole_territory_probability must be in [0, 1], got {injected_whole_territory_probability}")
         if injected_whole_territory_probability > 0 and not real_backgrounds:
             raise ValueError("injected_whole_territory_probability > 0 needs real_backgrounds: the infarcts are injected into them")
+        if injected_whole_territory_per_epoch and not real_backgrounds:
+            raise ValueError("injected_whole_territory_per_epoch > 0 needs real_backgrounds: the infarcts are injected into them")
+        if not 0 <= injected_whole_territory_per_epoch <= max(real_background_studies, 0):
+            raise ValueError(f"injected_whole_territory_per_epoch must be in [0, real_background_studies = "
+                             f"{real_background_studies}], got {injected_whole_territory_per_epoch}")
+        if injected_whole_territory_per_epoch > 0 and injected_whole_territory_probability > 0:
+            raise ValueError("give injected_whole_territory_probability or injected_whole_territory_per_epoch, not both")
         if not data and synthetic_studies <= 0 and real_background_studies <= 0:
             raise ValueError("no training data: give labelled folders (data), synthetic_studies > 0 and/or real backgrounds")
         if bool(real_backgrounds) != (real_background_studies > 0):
@@ -131,6 +142,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.rim_window_probability = float(rim_window_probability)
         self.injected_faint_probability = float(injected_faint_probability)
         self.injected_whole_territory_probability = float(injected_whole_territory_probability)
+        self.injected_whole_territory_per_epoch = int(injected_whole_territory_per_epoch)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -194,6 +206,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     faint_probability=self.injected_faint_probability,
                     faint_signal=faint_signal_ranges(self.synthesis_ranges) if self.injected_faint_probability > 0 else None,
                     whole_territory_probability=self.injected_whole_territory_probability,
+                    whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
                 )
             )
         merged = parts[0]
@@ -250,6 +263,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["injected_faint_probability"] = self.injected_faint_probability
             if self.injected_whole_territory_probability > 0:
                 described["real_backgrounds"]["injected_whole_territory_probability"] = self.injected_whole_territory_probability
+            if self.injected_whole_territory_per_epoch > 0:
+                described["real_backgrounds"]["injected_whole_territory_per_epoch"] = self.injected_whole_territory_per_epoch
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

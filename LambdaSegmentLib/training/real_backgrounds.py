@@ -33,7 +33,9 @@ rule 87). With ``whole_territory_probability`` > 0 that share of studies gets on
 infarct instead of its 0-3 (as the generator's ``massive_infarct_probability``: 100-300 mL on
 the template over one major artery's territories on one side, its bulk ~3x the brain's DWI),
 so that a fold whose real case holds only small lesions still sees large ones on real texture
-(issue 13, rule 88: a stage 2 of 16 real-background studies may otherwise draw none over 25 mL).
+(issue 13, rule 88: a stage 2 of 16 real-background studies may otherwise draw none over 25 mL);
+``whole_territory_per_epoch`` makes that a quota of exactly K studies per epoch, as a share leaves
+one training seed three such studies and another seven (rule 96).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -238,8 +240,11 @@ class RealBackgroundWindows(Dataset):
     with ``faint_signal`` (lesion-signal ranges: the synthesis's faint ones); at 0 nothing is
     drawn. With ``whole_territory_probability`` > 0 that share of studies (drawn from
     ``default_rng([base_seed, e, s, WHOLE_TERRITORY_STREAM])``) injects one whole-territory
-    infarct in place of its 0-3 (never faint); at 0 nothing is drawn. Consecutive items share a
-    study (a one-study cache), so keep it unshuffled.
+    infarct in place of its 0-3 (never faint); at 0 nothing is drawn. ``whole_territory_per_epoch``
+    = K > 0 instead makes exactly K of each epoch's studies whole-territory ones (which K is drawn
+    from ``default_rng([base_seed, e, WHOLE_TERRITORY_STREAM])``): a quota, so that no training
+    seed goes without them (issue 13, rule 96). Consecutive items share a study (a one-study
+    cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -261,6 +266,7 @@ class RealBackgroundWindows(Dataset):
         faint_probability: float = 0.0,
         faint_signal: Mapping[str, Any] | None = None,
         whole_territory_probability: float = 0.0,
+        whole_territory_per_epoch: int = 0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -270,6 +276,10 @@ class RealBackgroundWindows(Dataset):
             raise ValueError(f"faint_probability must be in [0, 1], got {faint_probability}")
         if not 0.0 <= whole_territory_probability <= 1.0:
             raise ValueError(f"whole_territory_probability must be in [0, 1], got {whole_territory_probability}")
+        if not 0 <= whole_territory_per_epoch <= studies:
+            raise ValueError(f"whole_territory_per_epoch must be in [0, studies = {studies}], got {whole_territory_per_epoch}")
+        if whole_territory_per_epoch > 0 and whole_territory_probability > 0:
+            raise ValueError("give whole_territory_probability or whole_territory_per_epoch, not both")
         if faint_probability > 0 and not faint_signal:
             raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
@@ -290,17 +300,26 @@ class RealBackgroundWindows(Dataset):
         self.rim_probability, self.dwi_channel = float(rim_probability), dwi_channel
         self.faint_probability, self.faint_signal = float(faint_probability), dict(faint_signal or {})
         self.whole_territory_probability = float(whole_territory_probability)
+        self.whole_territory_per_epoch = int(whole_territory_per_epoch)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
         return self.studies * self.windows_per_study
 
+    def is_whole_territory(self, study: int) -> bool:
+        """Whether study ``study`` of this epoch injects one whole-territory infarct."""
+        if self.whole_territory_per_epoch > 0:
+            chosen = np.random.default_rng([self.base_seed, self.epoch, WHOLE_TERRITORY_STREAM]).choice(
+                self.studies, size=self.whole_territory_per_epoch, replace=False)
+            return study in chosen
+        return (self.whole_territory_probability > 0 and np.random.default_rng(
+            [self.base_seed, self.epoch, study, WHOLE_TERRITORY_STREAM]).random() < self.whole_territory_probability)
+
     def make_study(self, study: int) -> PreparedCase:
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
         count = int(rng.choice(INJECTED_COUNTS))
-        whole = (self.whole_territory_probability > 0 and np.random.default_rng(
-            [self.base_seed, self.epoch, study, WHOLE_TERRITORY_STREAM]).random() < self.whole_territory_probability)
+        whole = self.is_whole_territory(study)
         faint = (not whole and self.faint_probability > 0
                  and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
         injected, label, _drawn = inject_infarcts(background, rng, count=1 if whole else count,

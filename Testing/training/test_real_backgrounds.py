@@ -283,6 +283,56 @@ def test_whole_territory_injection_is_large_and_bright_and_changes_only_its_stud
 
 
 @pytest.mark.needs_atlas
+def test_whole_territory_quota_makes_exactly_k_studies_of_every_epoch_whole(background_folder: Path) -> None:
+    """Rule 96: K whole-territory studies per epoch, whichever the seed; the other studies as without."""
+    backgrounds = loaded_backgrounds(background_folder)
+    common = dict(studies=4, preprocessing=TINY_PREPROCESSING, windows_per_study=1, window_slices=8,
+                  size_hw=(16, 16), base_seed=51000007, lesion_probability=0.8,
+                  thick_probability=0.0)  # a whole-territory draw uses more of the study rng: compare native grids
+    chosen_sets = set()
+    for epoch in range(4):
+        quota = RealBackgroundWindows(backgrounds, **common, epoch=epoch, whole_territory_per_epoch=1)
+        whole = [quota.is_whole_territory(s) for s in range(4)]
+        assert sum(whole) == 1
+        chosen_sets.add(whole.index(True))
+    assert len(chosen_sets) > 1  # which study is drawn per epoch, not fixed
+    plain = RealBackgroundWindows(backgrounds, **common, epoch=2)
+    quota = RealBackgroundWindows(backgrounds, **common, epoch=2, whole_territory_per_epoch=2)
+    for study in range(4):
+        a, b = plain.make_study(study), quota.make_study(study)
+        if quota.is_whole_territory(study):
+            assert b.mask.sum() > a.mask.sum()
+        else:
+            np.testing.assert_array_equal(a.channels, b.channels)
+            np.testing.assert_array_equal(a.mask, b.mask)
+    assert sum(quota.is_whole_territory(s) for s in range(4)) == 2
+    with pytest.raises(ValueError, match="whole_territory_per_epoch must be in"):
+        RealBackgroundWindows(backgrounds, **common, epoch=0, whole_territory_per_epoch=5)
+    with pytest.raises(ValueError, match="not both"):
+        RealBackgroundWindows(backgrounds, **common, epoch=0, whole_territory_per_epoch=1, whole_territory_probability=0.25)
+    served = SegmentationDataModule(TINY_PREPROCESSING, real_backgrounds=[background_folder], real_background_studies=2,
+                                    windows_per_study=1, size_hw=(32, 32), seed=3, injected_whole_territory_per_epoch=1)
+    served.setup()
+    assert served.description()["real_backgrounds"]["injected_whole_territory_per_epoch"] == 1
+
+
+def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    flag = "--injected-whole-territory-per-epoch"
+    with pytest.raises(ValueError, match="needs real_backgrounds"):
+        SegmentationDataModule(synthetic_studies=2, injected_whole_territory_per_epoch=1)
+    with pytest.raises(ValueError, match="not both"):
+        SegmentationDataModule(real_backgrounds=[tmp_path], real_background_studies=4, injected_whole_territory_per_epoch=1,
+                               injected_whole_territory_probability=0.25)
+    assert main(train_args(tmp_path / "pkg", flag, "1")) == 2
+    assert flag in capsys.readouterr().err and not (tmp_path / "pkg").exists()
+    backgrounds = ["--real-backgrounds", str(tmp_path), "--real-background-studies", "2"]
+    assert main(train_args(tmp_path / "pkg2", flag, "3", *backgrounds)) == 2
+    assert "must be in [0, --real-background-studies = 2]" in capsys.readouterr().err and not (tmp_path / "pkg2").exists()
+    assert main(train_args(tmp_path / "pkg3", flag, "1", "--injected-whole-territory", "0.25", *backgrounds)) == 2
+    assert "not both" in capsys.readouterr().err and not (tmp_path / "pkg3").exists()
+
+
+@pytest.mark.needs_atlas
 @pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
