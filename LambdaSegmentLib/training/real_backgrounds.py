@@ -35,7 +35,7 @@ the template over one major artery's territories on one side, its bulk ~3x the b
 so that a fold whose real case holds only small lesions still sees large ones on real texture
 (issue 13, rule 88: a stage 2 of 16 real-background studies may otherwise draw none over 25 mL);
 ``whole_territory_per_epoch`` makes that a quota of exactly K studies per epoch, as a share leaves
-one training seed three such studies and another seven (rule 96).
+some training seeds far fewer such studies than others (rule 96; :func:`whole_territory_studies`).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -226,6 +226,23 @@ def bright_rim_voxels(case: PreparedCase, *, dwi_channel: int, in_plane_spacing_
     return np.argwhere(rim)
 
 
+def whole_territory_studies(base_seed: int, epoch: int, studies: int, *, probability: float = 0.0,
+                            per_epoch: int = 0) -> frozenset[int]:
+    """Which of an epoch's ``studies`` real-background studies inject one whole-territory infarct.
+
+    With ``per_epoch`` = K > 0 exactly K of them (drawn from ``default_rng([base_seed, epoch,
+    WHOLE_TERRITORY_STREAM])``); otherwise each with ``probability`` (from ``default_rng([base_seed,
+    epoch, study, WHOLE_TERRITORY_STREAM])``; at 0 nothing is drawn).
+    """
+    if per_epoch > 0:
+        chosen = np.random.default_rng([base_seed, epoch, WHOLE_TERRITORY_STREAM]).choice(studies, size=per_epoch, replace=False)
+        return frozenset(int(s) for s in chosen)
+    if probability <= 0:
+        return frozenset()
+    return frozenset(s for s in range(studies)
+                     if np.random.default_rng([base_seed, epoch, s, WHOLE_TERRITORY_STREAM]).random() < probability)
+
+
 class RealBackgroundWindows(Dataset):
     """``studies`` augmented real-background studies per epoch, ``windows_per_study`` windows each.
 
@@ -308,12 +325,9 @@ class RealBackgroundWindows(Dataset):
 
     def is_whole_territory(self, study: int) -> bool:
         """Whether study ``study`` of this epoch injects one whole-territory infarct."""
-        if self.whole_territory_per_epoch > 0:
-            chosen = np.random.default_rng([self.base_seed, self.epoch, WHOLE_TERRITORY_STREAM]).choice(
-                self.studies, size=self.whole_territory_per_epoch, replace=False)
-            return study in chosen
-        return (self.whole_territory_probability > 0 and np.random.default_rng(
-            [self.base_seed, self.epoch, study, WHOLE_TERRITORY_STREAM]).random() < self.whole_territory_probability)
+        return study in whole_territory_studies(self.base_seed, self.epoch, self.studies,
+                                                probability=self.whole_territory_probability,
+                                                per_epoch=self.whole_territory_per_epoch)
 
     def make_study(self, study: int) -> PreparedCase:
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
