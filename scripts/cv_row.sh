@@ -16,6 +16,8 @@
 # PROTOCOL=u-nlb scores the folds under protocol U-NL+B½ instead (issue 13's rule 85: no seed
 # network; the search with four whole-territory validation studies and the bilateral step at a
 # partner share of 0.5), writing $NAME-gentle-massive-seed<SEED>-unseeded-nlb.json.
+# PROTOCOL=u-nlbf: U-NL+B½ with the bilateral step fixed on instead of searched (issue 13's rule 97),
+# writing $NAME-gentle-massive-seed<SEED>-unseeded-nlbf.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -29,7 +31,7 @@ if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
 fi
 read -r -a stage2_options <<< "${STAGE2_OPTIONS:-}"
 PROTOCOL=${PROTOCOL:-seeded}
-[[ $PROTOCOL == seeded || $PROTOCOL == u-nlb ]] || { echo "cv_row.sh: PROTOCOL must be seeded or u-nlb, not $PROTOCOL" >&2; exit 2; }
+[[ $PROTOCOL == seeded || $PROTOCOL == u-nlb || $PROTOCOL == u-nlbf ]] || { echo "cv_row.sh: PROTOCOL must be seeded, u-nlb or u-nlbf, not $PROTOCOL" >&2; exit 2; }
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
@@ -40,6 +42,9 @@ for seed in "$@"; do
     if [[ $PROTOCOL == u-nlb ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral bilateral" \
             LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb" scripts/train_cv.sh evaluate
+    elif [[ $PROTOCOL == u-nlbf ]]; then
+        RUNS=$runs VALIDATION_LARGE=4 BILATERAL_MM=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral" \
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlbf" scripts/train_cv.sh evaluate
     else
         RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
             scripts/train_cv.sh evaluate-seeded
