@@ -22,3 +22,17 @@ def test_shell_script_parses(script: Path) -> None:
 
 def test_the_scripts_folder_has_the_recipe_and_gpu_scripts() -> None:
     assert {"train_cv.sh", "gpu_stage1.sh", "gpu_deps.sh"} <= {path.name for path in SCRIPTS}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_release_gate_names_a_missing_package_or_a_bad_label_before_doing_anything(tmp_path: Path) -> None:
+    script = SCRIPTS[0].parent / "release_gate.sh"
+    env = {"PATH": "/usr/bin:/bin", "GATE_DIR": str(tmp_path / "gate")}
+    missing = subprocess.run(["bash", str(script), str(tmp_path / "nowhere"), "x"], capture_output=True, text=True, env=env, check=False)
+    assert missing.returncode == 2 and f"{tmp_path / 'nowhere'}: no package there" in missing.stderr
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "manifest.json").write_text("{}")
+    bad = subprocess.run(["bash", str(script), str(package), "a b/c"], capture_output=True, text=True, env=env, check=False)
+    assert bad.returncode == 2 and "LABEL must be" in bad.stderr
+    assert not (tmp_path / "gate").exists()  # nothing synthesized

@@ -8,8 +8,10 @@ Reads ``synthetic_false_positives.py`` results (their skull-on rows only; a pack
 directory's last part, or for ``runs/X/STAGE/pkg`` by ``X`` (stage ``pretrain``) or ``X/STAGE``)
 and prints, per package found in every file: the skull-on studies, the mean volume Dice over
 those with an infarct, the mean false positives per study (mL), and with ``--default`` whether it
-passes: Dice at least the default's minus ``DICE_MARGIN`` and false positives at most the
-default's plus ``FP_MARGIN_ML``.
+passes: Dice at least the default's minus ``--dice-margin`` (rule 71: ``DICE_MARGIN``) and false
+positives at most the default's plus ``--fp-margin-ml`` (rule 71: ``FP_MARGIN_ML``). Rule 75's
+condition on the gate studies as they are (false positives at most 2 mL per study above the
+default's, Dice not judged) is ``--fp-margin-ml 2 --dice-margin inf``.
 """
 
 from __future__ import annotations
@@ -45,21 +47,32 @@ def pooled(files: list[Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def passes(entry: dict[str, Any], base: dict[str, Any], *, dice_margin: float = DICE_MARGIN,
+           fp_margin_ml: float = FP_MARGIN_ML) -> bool:
+    """Whether ``entry`` passes against the default's ``base`` (:func:`pooled` entries); an infinite
+    ``dice_margin`` leaves the Dice out (rule 75's condition on the studies as they are)."""
+    dice_ok = dice_margin == float("inf") or entry["dice_with_infarct"] >= base["dice_with_infarct"] - dice_margin
+    return dice_ok and entry["fp_ml_per_study"] <= base["fp_ml_per_study"] + fp_margin_ml
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=Path, help="synthetic_false_positives_*.json files")
     parser.add_argument("--default", help="the default package's name, to judge the others against")
+    parser.add_argument("--dice-margin", type=float, default=DICE_MARGIN,
+                        help=f"how far below the default's Dice a package may fall (rule 71: {DICE_MARGIN}; inf: not judged)")
+    parser.add_argument("--fp-margin-ml", type=float, default=FP_MARGIN_ML,
+                        help=f"how many mL per study above the default's false positives (rule 71: {FP_MARGIN_ML})")
     args = parser.parse_args()
     table = pooled(args.results)
-    print("| package | skull-on studies | with an infarct | mean volume Dice over them | false positives per study (mL) | rule 71 |")
+    print(f"| package | skull-on studies | with an infarct | mean volume Dice over them | false positives per study (mL) "
+          f"| Dice ≥ default − {args.dice_margin:g}, false positives ≤ default + {args.fp_margin_ml:g} mL |")
     print("|---|---|---|---|---|---|")
     base = table.get(args.default) if args.default else None
     for name, entry in table.items():
         verdict = ""
         if base is not None and name != args.default:
-            passes = (entry["dice_with_infarct"] >= base["dice_with_infarct"] - DICE_MARGIN
-                      and entry["fp_ml_per_study"] <= base["fp_ml_per_study"] + FP_MARGIN_ML)
-            verdict = "passes" if passes else "fails"
+            verdict = "passes" if passes(entry, base, dice_margin=args.dice_margin, fp_margin_ml=args.fp_margin_ml) else "fails"
         print(f"| {name} | {entry['studies']} | {entry['with_infarct']} | {entry['dice_with_infarct']:.3f} | {entry['fp_ml_per_study']:.2f} | {verdict} |")
 
 

@@ -119,3 +119,14 @@ def test_skull_on_gate_pools_skull_on_rows_and_judges_against_the_default(load_s
     assert set(table) == {"default", "c"}
     assert table["default"] == {"studies": 2, "with_infarct": 1, "dice_with_infarct": 0.6, "fp_ml_per_study": 0.1}
     assert table["c"]["dice_with_infarct"] == 0.5 and table["c"]["fp_ml_per_study"] == pytest.approx(1.2)
+
+
+def test_skull_on_gate_margins_are_rule_71s_by_default_and_rule_75s_on_request(load_script) -> None:
+    gate = load_script("benchmarks/skull_on_gate.py")
+    base = {"dice_with_infarct": 0.50, "fp_ml_per_study": 0.60}
+    lower_dice = {"dice_with_infarct": 0.40, "fp_ml_per_study": 1.5}
+    assert not gate.passes(lower_dice, base)  # rule 71: 0.10 below the default's Dice, 0.9 mL above
+    assert not gate.passes(lower_dice, base, dice_margin=0.03, fp_margin_ml=2.0)
+    assert gate.passes(lower_dice, base, dice_margin=float("inf"), fp_margin_ml=2.0)  # rule 75 (i): Dice not judged
+    assert not gate.passes({"dice_with_infarct": 0.9, "fp_ml_per_study": 2.61}, base, dice_margin=float("inf"), fp_margin_ml=2.0)
+    assert gate.passes({"dice_with_infarct": 0.48, "fp_ml_per_study": 1.1}, base)
