@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
     .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL [LABEL ...]   # a row's held-out means
+    .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL ... --rule26 0.522 0.2325 1.705   # and rule 26
 
 ``--means`` prints, per result file and over all of them (e.g. a recipe's three training seeds),
 the mean of the four held-out scores (both folds, native and 6 mm) of volume Dice, lesion F1 and
 false-positive mL, which issue 13's adoption rules compare, and each fold package's Dice on the
-synthetic infarcts of 100 mL or more.
+synthetic infarcts of 100 mL or more. With ``--rule26 DICE F1 FP`` (a reference recipe's pooled
+means, e.g. R″'s) it also judges the pooled means by issue 13's rule 26 and the whole-territory
+condition (:func:`rule26`).
 
 It ends with how often each fold's search chose a minimum lesion size of 0.3 mL or more (a size
 that removes most of case 0001's emboli), over the result files whose post-processing was searched.
@@ -131,16 +134,34 @@ def held_out_scores(result: dict) -> list[dict]:
     return [entry["scores"][grid]["model"] for entry in result["folds"].values() for grid in ("native", "6mm")]
 
 
-def held_out_means(labels: list[str]) -> str:
+def rule26(means: tuple[float, float, float], reference: tuple[float, float, float]) -> list[str]:
+    """Which branches of issue 13's rule 26 pooled (Dice, lesion F1, false-positive mL) means pass
+    against a reference recipe's: 1, Dice ≥ reference + 0.01 with false positives ≤ reference + 0.5
+    mL; 2, lesion F1 ≥ reference + 0.05 with Dice ≥ reference − 0.01 and false positives ≤
+    reference + 0.5 mL; 3, false positives ≤ reference − 1.0 mL with Dice ≥ reference − 0.02 and
+    lesion F1 ≥ reference. The margins are compared at 4 decimals, as the card writes them."""
+    dice, f1, fp = means
+    ref_dice, ref_f1, ref_fp = reference
+    at_least = lambda value, bound: round(value - bound, 4) >= 0  # noqa: E731
+    branches = {"1": at_least(dice, ref_dice + 0.01) and at_least(ref_fp + 0.5, fp),
+                "2": at_least(f1, ref_f1 + 0.05) and at_least(dice, ref_dice - 0.01) and at_least(ref_fp + 0.5, fp),
+                "3": at_least(ref_fp - 1.0, fp) and at_least(dice, ref_dice - 0.02) and at_least(f1, ref_f1)}
+    return [name for name, passed in branches.items() if passed]
+
+
+def held_out_means(labels: list[str], reference: tuple[float, float, float] | None = None) -> str:
     """Per result file and over all: mean volume Dice / lesion F1 / false-positive mL of the
     held-out scores (both folds, native and 6 mm), and each fold's synthetic >= 100 mL Dice.
-    Where every file records rule 79's split, the detached false-positive mL follows."""
-    lines, pooled, detached = [], [], []
+    Where every file records rule 79's split, the detached false-positive mL follows. With
+    ``reference`` (Dice, F1, FP), the pooled means judged by :func:`rule26` and whether every
+    fold's >= 100 mL synthetic Dice is at least 0.8 (a fold without one fails)."""
+    lines, pooled, detached, large_ok = [], [], [], True
     for label in labels:
         result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
         scores = held_out_scores(result)
         means = [sum(score[key] for score in scores) / len(scores) for key in ("volume_dice", "lesion_f1", "fp_ml")]
         large = ", ".join(f"{fold} {dice_cell(large_synthetic_dice(entry))}" for fold, entry in result["folds"].items())
+        large_ok &= all((large_synthetic_dice(entry) or 0.0) >= 0.8 for entry in result["folds"].values())
         split = ""
         if all("fp_detached_ml" in score for score in scores):
             detached.append(sum(score["fp_detached_ml"] for score in scores) / len(scores))
@@ -150,6 +171,11 @@ def held_out_means(labels: list[str]) -> str:
     overall = [sum(column) / len(pooled) for column in zip(*pooled)]
     split = f" (detached {sum(detached) / len(detached):.3f} mL)" if len(detached) == len(pooled) else ""
     lines.append(f"mean over {len(pooled)}: {overall[0]:.4f} / {overall[1]:.4f} / {overall[2]:.3f} mL{split}")
+    if reference is not None:
+        branches = rule26((overall[0], overall[1], overall[2]), reference)
+        lines.append(f"rule 26 against {reference[0]:g} / {reference[1]:g} / {reference[2]:g} mL: "
+                     + (f"branch {', '.join(branches)} passed" if branches else "no branch passed")
+                     + f"; every fold's >= 100 mL synthetic >= 0.8: {'yes' if large_ok else 'no'}")
     return "\n".join(lines)
 
 
@@ -157,8 +183,12 @@ if __name__ == "__main__":
     # argparse, so that a mistyped flag (or --help) is an error, not a silent rewrite of ablation.md
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--means", nargs="+", metavar="LABEL", help="print these result files' held-out means instead")
+    parser.add_argument("--rule26", nargs=3, type=float, metavar=("DICE", "F1", "FP_ML"),
+                        help="with --means: judge the pooled means by rule 26 against these reference means")
     args = parser.parse_args()
+    if args.rule26 and not args.means:
+        parser.error("--rule26 needs --means")
     if args.means:
-        print(held_out_means(args.means))
+        print(held_out_means(args.means, tuple(args.rule26) if args.rule26 else None))
     else:
         main()

@@ -84,3 +84,29 @@ def test_the_means_report_detached_false_positives_only_where_every_file_has_the
     mixed = table.held_out_means(["new1", "old"]).splitlines()
     assert mixed[1].startswith("old: 0.5000 / 0.2500 / 1.000 mL;")
     assert mixed[-1] == "mean over 2: 0.5000 / 0.2500 / 1.000 mL"
+
+
+def test_rule_26_branches_against_r_double_prime(table) -> None:
+    reference = (0.522, 0.2325, 1.705)  # R″, as the card's rules 74-98 read it
+    assert table.rule26((0.532, 0.20, 2.205), reference) == ["1"]  # both bounds met exactly
+    assert table.rule26((0.5246, 0.3012, 0.983), reference) == ["2"]  # rule 96's six quota runs
+    assert table.rule26((0.502, 0.2325, 0.705), reference) == ["3"]
+    assert table.rule26((0.4490, 0.3077, 0.505), reference) == []  # rule 91's six: Dice too low for 2 and 3
+    assert table.rule26((0.567, 0.330, 2.3), reference) == []  # Dice and F1 high, false positives over + 0.5 mL
+    assert table.rule26((0.56, 0.30, 1.0), reference) == ["1", "2"]
+
+
+def test_the_means_judge_rule_26_and_the_whole_territory_condition(table, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(table, "RESULTS", tmp_path)
+    result_file(tmp_path, "row", 0.1)
+    data = json.loads((tmp_path / "row.json").read_text(encoding="utf-8"))
+    for fold, dice in (("A", 0.81), ("B", 0.9)):
+        data["folds"][fold]["synthetic"] = {"summary": {"true_100ml_or_more": {"model_dice": dice}}}
+    (tmp_path / "row.json").write_text(json.dumps(data), encoding="utf-8")
+    judged = table.held_out_means(["row"], (0.45, 0.2, 1.0)).splitlines()[-1]
+    assert judged == "rule 26 against 0.45 / 0.2 / 1 mL: branch 1, 2 passed; every fold's >= 100 mL synthetic >= 0.8: yes"
+    data["folds"]["A"]["synthetic"]["summary"]["true_100ml_or_more"]["model_dice"] = 0.79
+    (tmp_path / "row.json").write_text(json.dumps(data), encoding="utf-8")
+    assert table.held_out_means(["row"], (0.45, 0.2, 1.0)).endswith("every fold's >= 100 mL synthetic >= 0.8: no")
+    result_file(tmp_path, "unscored", 0.1)  # no synthetic score: the condition cannot be met
+    assert table.held_out_means(["unscored"], (0.6, 0.3, 0.1)).endswith("no branch passed; every fold's >= 100 mL synthetic >= 0.8: no")
