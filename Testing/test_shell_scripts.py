@@ -36,3 +36,16 @@ def test_release_gate_names_a_missing_package_or_a_bad_label_before_doing_anythi
     bad = subprocess.run(["bash", str(script), str(package), "a b/c"], capture_output=True, text=True, env=env, check=False)
     assert bad.returncode == 2 and "LABEL must be" in bad.stderr
     assert not (tmp_path / "gate").exists()  # nothing synthesized
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_release_gate_reads_the_default_method_name_from_its_manifest(tmp_path: Path) -> None:
+    """The line that names the default in ``lambdasegment evaluate``'s CSV, run as the script runs it."""
+    import sys
+
+    line = next(text for text in (SCRIPTS[0].parent / "release_gate.sh").read_text().splitlines() if text.startswith("default_method="))
+    (tmp_path / "manifest.json").write_text('{"name": "lambdaunet-dwi", "version": "2.1.0"}')
+    result = subprocess.run(["bash", "-c", f'{line}\necho "$default_method"'], capture_output=True, text=True, check=False,
+                            env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "DEFAULT_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "lambdaunet-dwi 2.1.0"

@@ -28,7 +28,7 @@ GATE_DIR=${GATE_DIR:-/tmp/release-gate}
 RESULTS=benchmarks/results
 [[ -f "$CANDIDATE/manifest.json" ]] || { echo "release_gate.sh: $CANDIDATE: no package there" >&2; exit 2; }
 [[ $LABEL =~ ^[A-Za-z0-9._-]+$ ]] || { echo "release_gate.sh: LABEL must be letters, digits, '.', '_' or '-': $LABEL" >&2; exit 2; }
-default_method=$("$PYTHON" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(f"{m[\"name\"]} {m[\"version\"]}")' "$DEFAULT_DIR/manifest.json")
+default_method=$("$PYTHON" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["name"], m["version"])' "$DEFAULT_DIR/manifest.json")
 
 synthesize() {  # synthesize DIR SEED N SYNTHESIS_JSON: once; a half-written set is made again
     local dir=$1 seed=$2 n=$3 synthesis=$4
