@@ -43,7 +43,7 @@ def test_release_gate_reads_the_default_method_name_from_its_manifest(tmp_path: 
     """The line that names the default in ``lambdasegment evaluate``'s CSV, run as the script runs it."""
     import sys
 
-    line = next(text for text in (SCRIPTS[0].parent / "release_gate.sh").read_text().splitlines() if text.startswith("default_method="))
+    line = next(text for text in (SCRIPTS[0].parent / "release_gate.sh").read_text(encoding="utf-8").splitlines() if text.startswith("default_method="))
     (tmp_path / "manifest.json").write_text('{"name": "lambdaunet-dwi", "version": "2.1.0"}')
     result = subprocess.run(["bash", "-c", f'{line}\necho "$default_method"'], capture_output=True, text=True, check=False,
                             env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "DEFAULT_DIR": str(tmp_path)})
