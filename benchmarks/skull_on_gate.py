@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     table = pooled(args.results)
     print(f"| package | skull-on studies | with an infarct | mean volume Dice over them | false positives per study (mL) "
-          f"| Dice ≥ default − {args.dice_margin:g}, false positives ≤ default + {args.fp_margin_ml:g} mL |")
+          f"| Dice >= default - {args.dice_margin:g}, false positives <= default + {args.fp_margin_ml:g} mL |")
     print("|---|---|---|---|---|---|")
     base = table.get(args.default) if args.default else None
     for name, entry in table.items():
