@@ -24,6 +24,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 CANDIDATE=${1:?usage: scripts/release_gate.sh CANDIDATE_PACKAGE_DIR LABEL}
 LABEL=${2:?usage: scripts/release_gate.sh CANDIDATE_PACKAGE_DIR LABEL}
 DEFAULT_DIR=LambdaSegmentLib/resources/models/lambdaunet-dwi
+DEFAULT_NAME=${DEFAULT_DIR##*/}  # skull_on_gate.py names a package by its directory
 GATE_DIR=${GATE_DIR:-/tmp/release-gate}
 RESULTS=benchmarks/results
 [[ -f "$CANDIDATE/manifest.json" ]] || { echo "release_gate.sh: $CANDIDATE: no package there" >&2; exit 2; }
@@ -56,10 +57,10 @@ gate() {  # gate WAY SHELL_JSON_FIELDS: one way's studies, scores and verdicts
         fp_files+=("$RESULTS/synthetic_false_positives_release-$LABEL-$way-$set.json")
     done
     echo "== rule 71, $way"
-    "$PYTHON" benchmarks/skull_on_gate.py "${fp_files[@]}" --default lambdaunet-dwi | tee "${prefix}_rule71.md"
+    "$PYTHON" benchmarks/skull_on_gate.py "${fp_files[@]}" --default "$DEFAULT_NAME" | tee "${prefix}_rule71.md"
     if [[ $way == as-is ]]; then
         echo "== rule 75's margin, $way"
-        "$PYTHON" benchmarks/skull_on_gate.py "${fp_files[@]}" --default lambdaunet-dwi --fp-margin-ml 2 --dice-margin inf \
+        "$PYTHON" benchmarks/skull_on_gate.py "${fp_files[@]}" --default "$DEFAULT_NAME" --fp-margin-ml 2 --dice-margin inf \
             | tee "${prefix}_rule75.md"
     fi
 }
