@@ -35,6 +35,9 @@ def test_release_gate_names_a_missing_package_or_a_bad_label_before_doing_anythi
     (package / "manifest.json").write_text("{}")
     bad = subprocess.run(["bash", str(script), str(package), "a b/c"], capture_output=True, text=True, env=env, check=False)
     assert bad.returncode == 2 and "LABEL must be" in bad.stderr
+    seeds = subprocess.run(["bash", str(script), str(package), "x"], capture_output=True, text=True,
+                           env={**env, "GATE_SEEDS": "30000300 30000400"}, check=False)
+    assert seeds.returncode == 2 and "GATE_SEEDS must be three seeds" in seeds.stderr
     assert not (tmp_path / "gate").exists()  # nothing synthesized
 
 

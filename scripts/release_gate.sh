@@ -16,6 +16,11 @@
 #     ≤ the default's + 0.5 mL); on (i) also rule 75's margin (false positives ≤ the default's
 #     + 2 mL per skull-on study, Dice not judged).
 # The candidate ships only if it passes rules 50 and 71 on (ii) and rule 75's margin on (i).
+#
+# GATE_SEEDS="HELD_OUT SKULL_ON SKULL_ON" draws the three sets from other seeds, the same way
+# (default "30000000 30000100 30000200", the gate studies): a fresh set for a change the gate
+# studies motivated (issue 13, rules 99 and 100: "30000300 30000400 30000500"), cached under
+# its own $GATE_DIR (default /tmp/release-gate-HELD_OUT); give it its own LABEL.
 # Writes benchmarks/results/release_gate_LABEL_{as-is,shell-free}_*.{csv,md} and
 # synthetic_false_positives_release-LABEL-*.json; prints the verdict tables.
 set -euo pipefail
@@ -25,25 +30,31 @@ CANDIDATE=${1:?usage: scripts/release_gate.sh CANDIDATE_PACKAGE_DIR LABEL}
 LABEL=${2:?usage: scripts/release_gate.sh CANDIDATE_PACKAGE_DIR LABEL}
 DEFAULT_DIR=LambdaSegmentLib/resources/models/lambdaunet-dwi
 DEFAULT_NAME=${DEFAULT_DIR##*/}  # skull_on_gate.py names a package by its directory
-GATE_DIR=${GATE_DIR:-/tmp/release-gate}
+GATE_SEEDS=${GATE_SEEDS:-30000000 30000100 30000200}
 RESULTS=benchmarks/results
 [[ -f "$CANDIDATE/manifest.json" ]] || { echo "release_gate.sh: $CANDIDATE: no package there" >&2; exit 2; }
 [[ $LABEL =~ ^[A-Za-z0-9._-]+$ ]] || { echo "release_gate.sh: LABEL must be letters, digits, '.', '_' or '-': $LABEL" >&2; exit 2; }
+[[ $GATE_SEEDS =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] || { echo "release_gate.sh: GATE_SEEDS must be three seeds (held-out, skull-on, skull-on): $GATE_SEEDS" >&2; exit 2; }
+read -r HELD_OUT_SEED SKULL_ON_SEED_1 SKULL_ON_SEED_2 <<< "$GATE_SEEDS"
+default_gate_dir=/tmp/release-gate
+[[ $GATE_SEEDS != "30000000 30000100 30000200" ]] && default_gate_dir=/tmp/release-gate-$HELD_OUT_SEED
+GATE_DIR=${GATE_DIR:-$default_gate_dir}
 default_method=$("$PYTHON" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["name"], m["version"])' "$DEFAULT_DIR/manifest.json")
 
-synthesize() {  # synthesize DIR SEED N SYNTHESIS_JSON: once; a half-written set is made again
+synthesize() {  # synthesize DIR SEED N SYNTHESIS_JSON: once; a half-written set, or one of other seeds, is made again
     local dir=$1 seed=$2 n=$3 synthesis=$4
-    [[ -f "$dir/.complete" ]] && return 0
+    local made="seed $seed n $n $synthesis"  # what the marker records (an empty one predates the record: trusted)
+    [[ -f "$dir/.complete" && ( ! -s "$dir/.complete" || $(<"$dir/.complete") == "$made" ) ]] && return 0
     rm -rf "$dir"
     "$PYTHON" -m LambdaSegmentLib synthesize "$dir" --n "$n" --seed "$seed" --in-plane-mm 1.2 2.0 --synthesis "$synthesis"
-    touch "$dir/.complete"
+    echo "$made" > "$dir/.complete"
 }
 
 gate() {  # gate WAY SHELL_JSON_FIELDS: one way's studies, scores and verdicts
     local way=$1 extra=$2 prefix="$RESULTS/release_gate_${LABEL}_$1"
     local held_out="$GATE_DIR/$way/held-out-8" fp_files=()
-    synthesize "$held_out" 30000000 8 "{${extra}}"
-    for seed in 30000100 30000200; do
+    synthesize "$held_out" "$HELD_OUT_SEED" 8 "{${extra}}"
+    for seed in "$SKULL_ON_SEED_1" "$SKULL_ON_SEED_2"; do
         synthesize "$GATE_DIR/$way/skull-on-$seed" "$seed" 16 "{\"skull_stripped\": false${extra:+, $extra}}"
     done
     "$PYTHON" -m LambdaSegmentLib evaluate --models "$CANDIDATE" bundled --data "$held_out" --no-rule \
@@ -51,7 +62,7 @@ gate() {  # gate WAY SHELL_JSON_FIELDS: one way's studies, scores and verdicts
     echo "== rule 50, $way"
     "$PYTHON" benchmarks/synthetic_release_gate.py "${prefix}_held-out-8_cases.csv" --data "$held_out" \
         --default "$default_method" | tee "${prefix}_rule50.md"
-    for set in held-out-8 skull-on-30000100 skull-on-30000200; do
+    for set in held-out-8 "skull-on-$SKULL_ON_SEED_1" "skull-on-$SKULL_ON_SEED_2"; do
         "$PYTHON" benchmarks/synthetic_false_positives.py --label "release-$LABEL-$way-$set" --data "$GATE_DIR/$way/$set" \
             --packages "$CANDIDATE" "$DEFAULT_DIR" --skull-on-only
         fp_files+=("$RESULTS/synthetic_false_positives_release-$LABEL-$way-$set.json")

@@ -67,6 +67,9 @@ class SegmentationDataModule(L.LightningDataModule):
         injected_whole_territory_per_epoch: exactly that many of each epoch's real-background
             studies get one whole-territory infarct (a quota in place of the share above: no
             seed goes without); at most ``real_background_studies``; 0 = none.
+        bright_field_probability: share of real-background windows brightened by one broad
+            DWI gain field with the ADC unchanged (``augmentation.add_bright_field``), seen as
+            not infarct; needs ``real_backgrounds``; 0 = none (the windows as before).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class SegmentationDataModule(L.LightningDataModule):
         injected_faint_probability: float = 0.0,
         injected_whole_territory_probability: float = 0.0,
         injected_whole_territory_per_epoch: int = 0,
+        bright_field_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= rim_window_probability <= 1.0:
@@ -107,6 +111,10 @@ class SegmentationDataModule(L.LightningDataModule):
             raise ValueError(f"injected_whole_territory_probability must be in [0, 1], got {injected_whole_territory_probability}")
         if injected_whole_territory_probability > 0 and not real_backgrounds:
             raise ValueError("injected_whole_territory_probability > 0 needs real_backgrounds: the infarcts are injected into them")
+        if not 0.0 <= bright_field_probability <= 1.0:
+            raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
+        if bright_field_probability > 0 and not real_backgrounds:
+            raise ValueError("bright_field_probability > 0 needs real_backgrounds: the fields brighten those cases' windows")
         if injected_whole_territory_per_epoch and not real_backgrounds:
             raise ValueError("injected_whole_territory_per_epoch > 0 needs real_backgrounds: the infarcts are injected into them")
         if not 0 <= injected_whole_territory_per_epoch <= max(real_background_studies, 0):
@@ -143,6 +151,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.injected_faint_probability = float(injected_faint_probability)
         self.injected_whole_territory_probability = float(injected_whole_territory_probability)
         self.injected_whole_territory_per_epoch = int(injected_whole_territory_per_epoch)
+        self.bright_field_probability = float(bright_field_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -207,6 +216,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     faint_signal=faint_signal_ranges(self.synthesis_ranges) if self.injected_faint_probability > 0 else None,
                     whole_territory_probability=self.injected_whole_territory_probability,
                     whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
+                    bright_field_probability=self.bright_field_probability,
                 )
             )
         merged = parts[0]
@@ -265,6 +275,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["injected_whole_territory_probability"] = self.injected_whole_territory_probability
             if self.injected_whole_territory_per_epoch > 0:
                 described["real_backgrounds"]["injected_whole_territory_per_epoch"] = self.injected_whole_territory_per_epoch
+            if self.bright_field_probability > 0:
+                described["real_backgrounds"]["bright_field_probability"] = self.bright_field_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

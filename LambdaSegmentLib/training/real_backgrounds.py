@@ -36,6 +36,9 @@ so that a fold whose real case holds only small lesions still sees large ones on
 (issue 13, rule 88: a stage 2 of 16 real-background studies may otherwise draw none over 25 mL);
 ``whole_territory_per_epoch`` makes that a quota of exactly K studies per epoch, as a share leaves
 some training seeds far fewer such studies than others (rule 96; :func:`whole_territory_studies`).
+With ``bright_field_probability`` > 0 that share of windows is brightened, after the
+augmentation, by one broad gain field with the ADC unchanged (:func:`.augmentation.add_bright_field`:
+coil bias, bright cortex, T2 shine-through), unlabelled (rule 100).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -56,6 +59,8 @@ from LambdaSegmentLib.io import Study, Volume, load_study, read_volume
 from LambdaSegmentLib.io.units import eadc_from_adc
 from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
 
+from .augmentation import add_bright_field
+from .window_augmentation import DWI_MAX
 from .cases import LabelledCase
 from .prepared import PreparedCase, prepare_labelled
 from .windows import random_window, window_holding
@@ -260,7 +265,9 @@ class RealBackgroundWindows(Dataset):
     infarct in place of its 0-3 (never faint); at 0 nothing is drawn. ``whole_territory_per_epoch``
     = K > 0 instead makes exactly K of each epoch's studies whole-territory ones (which K is drawn
     from ``default_rng([base_seed, e, WHOLE_TERRITORY_STREAM])``): a quota, so that no training
-    seed goes without them (issue 13, rule 96). Consecutive items share a study (a one-study
+    seed goes without them (issue 13, rule 96). With ``bright_field_probability`` > 0 that share
+    of windows gets :func:`.augmentation.add_bright_field` after ``augment`` (its window rng draws
+    that choice last; at 0 nothing extra is drawn). Consecutive items share a study (a one-study
     cache), so keep it unshuffled.
     """
 
@@ -284,6 +291,7 @@ class RealBackgroundWindows(Dataset):
         faint_signal: Mapping[str, Any] | None = None,
         whole_territory_probability: float = 0.0,
         whole_territory_per_epoch: int = 0,
+        bright_field_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -297,6 +305,10 @@ class RealBackgroundWindows(Dataset):
             raise ValueError(f"whole_territory_per_epoch must be in [0, studies = {studies}], got {whole_territory_per_epoch}")
         if whole_territory_per_epoch > 0 and whole_territory_probability > 0:
             raise ValueError("give whole_territory_probability or whole_territory_per_epoch, not both")
+        if not 0.0 <= bright_field_probability <= 1.0:
+            raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
+        if bright_field_probability > 0 and dwi_channel is None:
+            raise ValueError("bright_field_probability > 0 needs the DWI channel's index (dwi_channel)")
         if faint_probability > 0 and not faint_signal:
             raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
@@ -318,6 +330,7 @@ class RealBackgroundWindows(Dataset):
         self.faint_probability, self.faint_signal = float(faint_probability), dict(faint_signal or {})
         self.whole_territory_probability = float(whole_territory_probability)
         self.whole_territory_per_epoch = int(whole_territory_per_epoch)
+        self.bright_field_probability = float(bright_field_probability)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -357,5 +370,9 @@ class RealBackgroundWindows(Dataset):
             out = window_holding(case, rims[rng.integers(len(rims))], rng, self.window_slices, self.size_hw)
         else:
             out = random_window(case, rng, self.window_slices, self.size_hw, self.lesion_probability)
-        return self.augment(out, rng) if self.augment is not None else out
+        out = self.augment(out, rng) if self.augment is not None else out
+        if self.bright_field_probability > 0 and rng.random() < self.bright_field_probability:
+            clipped = dict(self.preprocessing.get("normalization", {})).get("dwi") == "brain_median_clip4"
+            out = add_bright_field(out, rng, dwi_channel=int(self.dwi_channel), dwi_max=DWI_MAX if clipped else None)
+        return out
 

@@ -160,3 +160,23 @@ def test_bright_artefacts_brighten_dwi_outside_the_lesion_only() -> None:
     assert (dwi >= 1).all() and dwi.max() > 3.0
     assert torch.equal(dwi[mask[0] > 0], torch.ones(int(mask.sum())))  # the lesion itself is unchanged
     assert torch.equal(window["image"], torch.ones(2, 8, 32, 32))  # the input window is not modified
+
+
+def test_bright_field_brightens_a_broad_region_of_dwi_alone() -> None:
+    from LambdaSegmentLib.training.augmentation import add_bright_field
+
+    image = torch.full((2, 8, 48, 48), 0.5)
+    image[1, :, :, :4] = 0.0  # outside the brain: stays zero
+    image[1, :, 20:24, 20:24] = 3.9  # near the clip: stays within it
+    mask = torch.zeros(1, 8, 48, 48)
+    mask[0, 3:5, 10:14, 10:14] = 1
+    window = {"image": image, "mask": mask}
+    augmented = add_bright_field(window, np.random.default_rng(7), dwi_channel=1, gain_range=(1.0, 1.0), sigma_range_px=(8.0, 8.0))
+    assert torch.equal(augmented["image"][0], image[0])  # eADC (the ADC) untouched
+    assert torch.equal(augmented["mask"], mask)  # unlabelled: bright tissue with a normal ADC is not infarct
+    dwi, before = augmented["image"][1], image[1]
+    assert (dwi >= before).all() and (dwi[:, :, :4] == 0).all() and dwi.max() <= 4.0
+    gain = dwi[before == 0.5] / 0.5
+    assert 1.9 < float(gain.max()) <= 2.0  # gain 1: twice as bright at the centre
+    assert float((gain > 1.1).float().mean()) > 0.1  # broad: a sizeable share of the window, not a dot
+    assert torch.equal(window["image"], image) and image[1, 0, 0, 10] == 0.5  # the input window is not modified

@@ -172,6 +172,23 @@ def test_bright_rims_are_unlabelled_bright_voxels_near_the_brain_edge_in_their_o
 
 
 @pytest.mark.needs_atlas
+def test_bright_fields_brighten_dwi_alone_and_change_nothing_at_zero(background_folder: Path) -> None:
+    backgrounds = loaded_backgrounds(background_folder)
+    common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=4, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8, dwi_channel=1)
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, bright_field_probability=0.0)
+    always = RealBackgroundWindows(backgrounds, **common, bright_field_probability=1.0)
+    for item in range(len(plain)):
+        a, b, c = plain[item], off[item], always[item]
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+        assert torch.equal(c["mask"], a["mask"]) and torch.equal(c["image"][0], a["image"][0])  # labels and eADC as without
+        assert (c["image"][1] >= a["image"][1]).all() and (c["image"][1] > a["image"][1]).any()  # the DWI brightened
+    with pytest.raises(ValueError, match="bright_field_probability must be in"):
+        RealBackgroundWindows(backgrounds, **common, bright_field_probability=1.5)
+
+
+@pytest.mark.needs_atlas
 def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Path) -> None:
     backgrounds = loaded_backgrounds(background_folder)
     common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=6, window_slices=8,
@@ -333,7 +350,8 @@ def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys
 
 
 @pytest.mark.needs_atlas
-@pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability"])
+@pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability",
+                                     "bright_field_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
     served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
@@ -345,7 +363,8 @@ def test_real_background_options_are_recorded_only_when_used(background_folder: 
 
 @pytest.mark.parametrize(("keyword", "flag"), [("rim_window_probability", "--rim-windows"),
                                                ("injected_faint_probability", "--injected-faint"),
-                                               ("injected_whole_territory_probability", "--injected-whole-territory")])
+                                               ("injected_whole_territory_probability", "--injected-whole-territory"),
+                                               ("bright_field_probability", "--bright-fields")])
 def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                    keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
