@@ -20,7 +20,9 @@
 # GATE_SEEDS="HELD_OUT SKULL_ON SKULL_ON" draws the three sets from other seeds, the same way
 # (default "30000000 30000100 30000200", the gate studies): a fresh set for a change the gate
 # studies motivated (issue 13, rules 99 and 100: "30000300 30000400 30000500"), cached under
-# its own $GATE_DIR (default /tmp/release-gate-HELD_OUT); give it its own LABEL.
+# its own $GATE_DIR (default /tmp/release-gate-HELD_OUT); give it its own LABEL. There rule 50's
+# floor of 0.50 (the gate studies' own: 2.1.0 scores 0.59 on them) is read as the default's
+# mean on the same studies minus 0.05 (rule 101).
 # Writes benchmarks/results/release_gate_LABEL_{as-is,shell-free}_*.{csv,md} and
 # synthetic_false_positives_release-LABEL-*.json; prints the verdict tables.
 set -euo pipefail
@@ -36,8 +38,10 @@ RESULTS=benchmarks/results
 [[ $LABEL =~ ^[A-Za-z0-9._-]+$ ]] || { echo "release_gate.sh: LABEL must be letters, digits, '.', '_' or '-': $LABEL" >&2; exit 2; }
 [[ $GATE_SEEDS =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] || { echo "release_gate.sh: GATE_SEEDS must be three seeds (held-out, skull-on, skull-on): $GATE_SEEDS" >&2; exit 2; }
 read -r HELD_OUT_SEED SKULL_ON_SEED_1 SKULL_ON_SEED_2 <<< "$GATE_SEEDS"
-default_gate_dir=/tmp/release-gate
-[[ $GATE_SEEDS != "30000000 30000100 30000200" ]] && default_gate_dir=/tmp/release-gate-$HELD_OUT_SEED
+default_gate_dir=/tmp/release-gate floor=()
+if [[ $GATE_SEEDS != "30000000 30000100 30000200" ]]; then
+    default_gate_dir=/tmp/release-gate-$HELD_OUT_SEED floor=(--floor-below-default 0.05)
+fi
 GATE_DIR=${GATE_DIR:-$default_gate_dir}
 default_method=$("$PYTHON" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["name"], m["version"])' "$DEFAULT_DIR/manifest.json")
 
@@ -61,7 +65,7 @@ gate() {  # gate WAY SHELL_JSON_FIELDS: one way's studies, scores and verdicts
         --csv "${prefix}_held-out-8.csv" --per-case-csv "${prefix}_held-out-8_cases.csv" --overwrite
     echo "== rule 50, $way"
     "$PYTHON" benchmarks/synthetic_release_gate.py "${prefix}_held-out-8_cases.csv" --data "$held_out" \
-        --default "$default_method" | tee "${prefix}_rule50.md"
+        --default "$default_method" "${floor[@]}" | tee "${prefix}_rule50.md"
     for set in held-out-8 "skull-on-$SKULL_ON_SEED_1" "skull-on-$SKULL_ON_SEED_2"; do
         "$PYTHON" benchmarks/synthetic_false_positives.py --label "release-$LABEL-$way-$set" --data "$GATE_DIR/$way/$set" \
             --packages "$CANDIDATE" "$DEFAULT_DIR" --skull-on-only

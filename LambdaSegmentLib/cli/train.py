@@ -86,6 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--injected-whole-territory", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies that get one whole-territory infarct (100-300 mL, one major artery's territories on one side) in place of their 0-3 injected infarcts (0)")
     data.add_argument("--injected-whole-territory-per-epoch", type=int, default=0, metavar="K", help="exactly K of each epoch's --real-background-studies get one whole-territory infarct (a quota in place of --injected-whole-territory's share: no seed goes without; 0)")
     data.add_argument("--bright-fields", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows brightened by one broad DWI gain field (up to 2x over 16-48 mm) with the ADC unchanged, as coil bias, bright cortex or T2 shine-through, seen as not infarct (training/augmentation.py; 0)")
+    data.add_argument("--bright-cortex", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose grey matter's S0 is raised by 10-60 %% with the ADC unchanged (a bright cortical ribbon of normal diffusion), seen as not infarct (training/real_backgrounds.py; 0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
     data.add_argument("--val-synthetic", type=int, default=0, metavar="N", help="fixed synthetic validation studies")
@@ -207,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--bright-fields", "needs --real-backgrounds DIR: the fields brighten those cases' windows")
     if not 0.0 <= args.bright_fields <= 1.0:
         raise BadInputError("--bright-fields", f"must be in [0, 1], got {args.bright_fields}")
+    if args.bright_cortex > 0 and not args.real_backgrounds:
+        raise BadInputError("--bright-cortex", "needs --real-backgrounds DIR: their grey matter is brightened")
+    if not 0.0 <= args.bright_cortex <= 1.0:
+        raise BadInputError("--bright-cortex", f"must be in [0, 1], got {args.bright_cortex}")
     if args.injected_faint > 0 and not args.real_backgrounds:
         raise BadInputError("--injected-faint", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
     if not 0.0 <= args.injected_faint <= 1.0:
@@ -260,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         injected_whole_territory_probability=args.injected_whole_territory,
         injected_whole_territory_per_epoch=args.injected_whole_territory_per_epoch,
         bright_field_probability=args.bright_fields,
+        bright_cortex_probability=args.bright_cortex,
     )
     try:
         module = SegmentationModule(

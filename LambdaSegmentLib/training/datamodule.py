@@ -70,6 +70,9 @@ class SegmentationDataModule(L.LightningDataModule):
         bright_field_probability: share of real-background windows brightened by one broad
             DWI gain field with the ADC unchanged (``augmentation.add_bright_field``), seen as
             not infarct; needs ``real_backgrounds``; 0 = none (the windows as before).
+        bright_cortex_probability: share of real-background studies whose grey matter's S0 is
+            raised by 10-60 % with the ADC unchanged (``real_backgrounds.brighten_grey_matter``);
+            needs ``real_backgrounds``; 0 = none (the studies as before).
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class SegmentationDataModule(L.LightningDataModule):
         injected_whole_territory_probability: float = 0.0,
         injected_whole_territory_per_epoch: int = 0,
         bright_field_probability: float = 0.0,
+        bright_cortex_probability: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= rim_window_probability <= 1.0:
@@ -115,6 +119,10 @@ class SegmentationDataModule(L.LightningDataModule):
             raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
         if bright_field_probability > 0 and not real_backgrounds:
             raise ValueError("bright_field_probability > 0 needs real_backgrounds: the fields brighten those cases' windows")
+        if not 0.0 <= bright_cortex_probability <= 1.0:
+            raise ValueError(f"bright_cortex_probability must be in [0, 1], got {bright_cortex_probability}")
+        if bright_cortex_probability > 0 and not real_backgrounds:
+            raise ValueError("bright_cortex_probability > 0 needs real_backgrounds: their grey matter is brightened")
         if injected_whole_territory_per_epoch and not real_backgrounds:
             raise ValueError("injected_whole_territory_per_epoch > 0 needs real_backgrounds: the infarcts are injected into them")
         if not 0 <= injected_whole_territory_per_epoch <= max(real_background_studies, 0):
@@ -152,6 +160,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.injected_whole_territory_probability = float(injected_whole_territory_probability)
         self.injected_whole_territory_per_epoch = int(injected_whole_territory_per_epoch)
         self.bright_field_probability = float(bright_field_probability)
+        self.bright_cortex_probability = float(bright_cortex_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -217,6 +226,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     whole_territory_probability=self.injected_whole_territory_probability,
                     whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
                     bright_field_probability=self.bright_field_probability,
+                    bright_cortex_probability=self.bright_cortex_probability,
                 )
             )
         merged = parts[0]
@@ -277,6 +287,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["injected_whole_territory_per_epoch"] = self.injected_whole_territory_per_epoch
             if self.bright_field_probability > 0:
                 described["real_backgrounds"]["bright_field_probability"] = self.bright_field_probability
+            if self.bright_cortex_probability > 0:
+                described["real_backgrounds"]["bright_cortex_probability"] = self.bright_cortex_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

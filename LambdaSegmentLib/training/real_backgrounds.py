@@ -38,7 +38,10 @@ so that a fold whose real case holds only small lesions still sees large ones on
 some training seeds far fewer such studies than others (rule 96; :func:`whole_territory_studies`).
 With ``bright_field_probability`` > 0 that share of windows is brightened, after the
 augmentation, by one broad gain field with the ADC unchanged (:func:`.augmentation.add_bright_field`:
-coil bias, bright cortex, T2 shine-through), unlabelled (rule 100).
+coil bias, bright cortex, T2 shine-through), unlabelled (rule 100). With
+``bright_cortex_probability`` > 0 that share of studies has its grey matter's S0 raised by 10-60 %
+with the ADC unchanged (:func:`brighten_grey_matter`), as a bright cortical ribbon of normal
+diffusion, which the real cases lack and the stage-2 networks marked (rule 101).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -83,6 +86,12 @@ RIM_NORMALISATIONS = frozenset({"brain_median", "brain_median_clip4"})
 FAINT_STREAM = 20261127
 #: The same for the whole-territory-or-not draw: studies that do not draw one stay as before.
 WHOLE_TERRITORY_STREAM = 20261128
+#: The same for the bright-cortex draw (whether, and by how much): other draws stay as before.
+BRIGHT_CORTEX_STREAM = 20261129
+#: The grey matter's S0 gain of a bright-cortex study, drawn uniformly: the two real cases'
+#: ribbon is no brighter than their deep tissue, where the generator's cortical S0 reaches 1.8 x
+#: white matter's (issue 13, rule 101).
+BRIGHT_CORTEX_GAIN = (0.1, 0.6)
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,25 @@ def inject_infarcts(
     return new, background.lesion | injected, drawn
 
 
+def brighten_grey_matter(background: RealBackground, study: Study, gain: float) -> Study:
+    """``study`` (on ``background``'s grid) with its grey matter's S0 raised by ``gain`` and its ADC unchanged.
+
+    DWI × (1 + gain · GM fraction) inside the background's brain, the GM fraction the MNI152
+    template's (cortex and deep grey matter) at each voxel's registered template position, so
+    the cortical ribbon and deep grey matter brighten as a longer TE or another scanner makes
+    them; with DWI = S0 · exp(−b · ADC) and the ADC (and eADC) kept, they are bright tissue of
+    normal diffusion, not infarct. Injected and real lesions on grey matter brighten with it.
+    """
+    from LambdaSegmentLib.synthesis.fields import sample_channels
+    from LambdaSegmentLib.synthesis.template import load_tissue_template
+
+    grey = sample_channels(torch.from_numpy(np.ascontiguousarray(load_tissue_template().gm))[None],
+                           background.template_ijk.reshape(3, -1))[0].reshape(background.brain.shape)
+    dwi = np.asarray(study.dwi.array, dtype=np.float32)
+    brightened = np.where(background.brain, dwi * (1.0 + gain * np.clip(grey, 0.0, 1.0)), dwi).astype(np.float32)
+    return dataclasses.replace(study, dwi=study.dwi.with_array(brightened))
+
+
 def bright_rim_voxels(case: PreparedCase, *, dwi_channel: int, in_plane_spacing_mm: float,
                       depth_mm: float = RIM_DEPTH_MM, brightness: float = RIM_DWI) -> np.ndarray:
     """(n, 3) int (slice, row, column) model-grid voxels of ``case``'s bright edge rims.
@@ -267,7 +295,10 @@ class RealBackgroundWindows(Dataset):
     from ``default_rng([base_seed, e, WHOLE_TERRITORY_STREAM])``): a quota, so that no training
     seed goes without them (issue 13, rule 96). With ``bright_field_probability`` > 0 that share
     of windows gets :func:`.augmentation.add_bright_field` after ``augment`` (its window rng draws
-    that choice last; at 0 nothing extra is drawn). Consecutive items share a study (a one-study
+    that choice last; at 0 nothing extra is drawn). With ``bright_cortex_probability`` > 0 that
+    share of studies (drawn, with the gain in :data:`BRIGHT_CORTEX_GAIN`, from
+    ``default_rng([base_seed, e, s, BRIGHT_CORTEX_STREAM])``) has its grey matter's S0 raised
+    after the injection (:func:`brighten_grey_matter`); at 0 nothing is drawn. Consecutive items share a study (a one-study
     cache), so keep it unshuffled.
     """
 
@@ -292,6 +323,7 @@ class RealBackgroundWindows(Dataset):
         whole_territory_probability: float = 0.0,
         whole_territory_per_epoch: int = 0,
         bright_field_probability: float = 0.0,
+        bright_cortex_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -307,6 +339,8 @@ class RealBackgroundWindows(Dataset):
             raise ValueError("give whole_territory_probability or whole_territory_per_epoch, not both")
         if not 0.0 <= bright_field_probability <= 1.0:
             raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
+        if not 0.0 <= bright_cortex_probability <= 1.0:
+            raise ValueError(f"bright_cortex_probability must be in [0, 1], got {bright_cortex_probability}")
         if bright_field_probability > 0 and dwi_channel is None:
             raise ValueError("bright_field_probability > 0 needs the DWI channel's index (dwi_channel)")
         if faint_probability > 0 and not faint_signal:
@@ -331,6 +365,7 @@ class RealBackgroundWindows(Dataset):
         self.whole_territory_probability = float(whole_territory_probability)
         self.whole_territory_per_epoch = int(whole_territory_per_epoch)
         self.bright_field_probability = float(bright_field_probability)
+        self.bright_cortex_probability = float(bright_cortex_probability)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -351,6 +386,10 @@ class RealBackgroundWindows(Dataset):
                  and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
         injected, label, _drawn = inject_infarcts(background, rng, count=1 if whole else count,
                                                   signal=self.faint_signal if faint else None, whole_territory=whole)
+        if self.bright_cortex_probability > 0:
+            cortex_rng = np.random.default_rng([self.base_seed, self.epoch, study, BRIGHT_CORTEX_STREAM])
+            if cortex_rng.random() < self.bright_cortex_probability:
+                injected = brighten_grey_matter(background, injected, float(cortex_rng.uniform(*BRIGHT_CORTEX_GAIN)))
         mask = injected.dwi.with_array(label.astype(np.uint8))
         if rng.random() < self.thick_probability:
             injected, mask = thick_slice_study(injected, mask, 3)

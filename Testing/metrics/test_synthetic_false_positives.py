@@ -4,6 +4,7 @@ package marks outside the lesion and how bright a brain's edge is, on studies bu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -130,3 +131,27 @@ def test_skull_on_gate_margins_are_rule_71s_by_default_and_rule_75s_on_request(l
     assert gate.passes(lower_dice, base, dice_margin=float("inf"), fp_margin_ml=2.0)  # rule 75 (i): Dice not judged
     assert not gate.passes({"dice_with_infarct": 0.9, "fp_ml_per_study": 2.61}, base, dice_margin=float("inf"), fp_margin_ml=2.0)
     assert gate.passes({"dice_with_infarct": 0.48, "fp_ml_per_study": 1.1}, base)
+
+
+def test_release_gate_floor_is_050_or_the_defaults_mean_on_a_fresh_set(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "synthetic_release_gate.py"
+    data = tmp_path / "data"
+    rows = ["case,method,volume_dice"]
+    for case, skull_stripped, default, candidate in (("s1", False, 0.40, 0.42), ("s2", True, 0.30, 0.34)):
+        (data / case).mkdir(parents=True)
+        (data / case / f"{case}_params.json").write_text(json.dumps({"skull_stripped": skull_stripped}))
+        rows += [f"{case},default 1,{default}", f"{case},candidate 0,{candidate}"]
+    cases = tmp_path / "cases.csv"
+    cases.write_text("\n".join(rows) + "\n")
+
+    def verdicts(*extra: str) -> dict[str, str]:
+        result = subprocess.run([sys.executable, str(script), str(cases), "--data", str(data), "--default", "default 1", *extra],
+                                capture_output=True, text=True, check=True)
+        return {line.split(" | ")[0].strip("| "): line.rstrip(" |").split("| ")[-1] for line in result.stdout.splitlines()[2:]}
+
+    assert verdicts() == {"default 1": "fails", "candidate 0": "fails"}  # both under the 8 gate studies' 0.50
+    assert verdicts("--floor-below-default", "0.05") == {"default 1": "passes", "candidate 0": "passes"}  # 0.35 - 0.05
+    assert verdicts("--floor-below-default", "-0.05")["candidate 0"] == "fails"  # 0.38 < 0.35 + 0.05

@@ -189,6 +189,42 @@ def test_bright_fields_brighten_dwi_alone_and_change_nothing_at_zero(background_
 
 
 @pytest.mark.needs_atlas
+def test_bright_cortex_raises_grey_matter_dwi_keeps_adc_and_labels_and_changes_nothing_at_zero(background_folder: Path) -> None:
+    from LambdaSegmentLib.synthesis.fields import sample_channels
+    from LambdaSegmentLib.synthesis.template import load_tissue_template
+    from LambdaSegmentLib.training.real_backgrounds import brighten_grey_matter
+
+    (background,) = loaded_backgrounds(background_folder)
+    brightened = brighten_grey_matter(background, background.study, 0.5)
+    before, after = np.asarray(background.study.dwi.array), np.asarray(brightened.dwi.array)
+    assert np.array_equal(np.asarray(brightened.adc.array), np.asarray(background.study.adc.array))
+    assert np.array_equal(np.asarray(brightened.eadc.array), np.asarray(background.study.eadc.array))
+    assert np.array_equal(after[~background.brain], before[~background.brain])  # never outside the brain
+    grey = sample_channels(torch.from_numpy(np.ascontiguousarray(load_tissue_template().gm))[None],
+                           background.template_ijk.reshape(3, -1))[0].reshape(before.shape)
+    ratio = after[background.brain & (before > 0)] / before[background.brain & (before > 0)]
+    assert np.all(ratio >= 1.0 - 1e-6) and np.all(ratio <= 1.5 + 1e-5)
+    cortex, white = background.brain & (grey > 0.7), background.brain & (grey < 0.1)
+    assert cortex.any() and white.any()
+    assert np.median(after[cortex] / np.maximum(before[cortex], 1e-6)) > 1.35  # the grey matter by about 1 + 0.5 x its fraction
+    assert np.median(after[white] / np.maximum(before[white], 1e-6)) < 1.05  # the white matter hardly
+    common = dict(studies=3, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
+    plain = RealBackgroundWindows([background], **common)
+    off = RealBackgroundWindows([background], **common, bright_cortex_probability=0.0)
+    always = RealBackgroundWindows([background], **common, bright_cortex_probability=1.0)
+    for study in range(3):
+        a, b, c = plain.make_study(study), off.make_study(study), always.make_study(study)
+        assert np.array_equal(a.channels, b.channels) and np.array_equal(a.mask, c.mask)  # labels as without
+        assert np.allclose(c.channels[0], a.channels[0])  # eADC as without
+        inside = a.channels[1] > 0.05  # DWI in brain-median units: the grey matter rises against the rest
+        ratio = c.channels[1][inside] / a.channels[1][inside]
+        assert np.percentile(ratio, 95) / np.percentile(ratio, 5) > 1.1
+    with pytest.raises(ValueError, match="bright_cortex_probability must be in"):
+        RealBackgroundWindows([background], **common, bright_cortex_probability=-0.1)
+
+
+@pytest.mark.needs_atlas
 def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Path) -> None:
     backgrounds = loaded_backgrounds(background_folder)
     common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=6, window_slices=8,
@@ -351,7 +387,7 @@ def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys
 
 @pytest.mark.needs_atlas
 @pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability",
-                                     "bright_field_probability"])
+                                     "bright_field_probability", "bright_cortex_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
     served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
@@ -364,7 +400,8 @@ def test_real_background_options_are_recorded_only_when_used(background_folder: 
 @pytest.mark.parametrize(("keyword", "flag"), [("rim_window_probability", "--rim-windows"),
                                                ("injected_faint_probability", "--injected-faint"),
                                                ("injected_whole_territory_probability", "--injected-whole-territory"),
-                                               ("bright_field_probability", "--bright-fields")])
+                                               ("bright_field_probability", "--bright-fields"),
+                                               ("bright_cortex_probability", "--bright-cortex")])
 def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                    keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
