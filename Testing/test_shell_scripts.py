@@ -52,3 +52,17 @@ def test_release_gate_reads_the_default_method_name_from_its_manifest(tmp_path: 
                             env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "DEFAULT_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "lambdaunet-dwi 2.1.0"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("wise", "protocol", "message"), [("half", "u-nlbf", "WISE must be a number in (0, 1]"),
+                                                           ("1.5", "u-nlbf", "WISE must be a number in (0, 1]"),
+                                                           ("0.5", "seeded", "WISE needs PROTOCOL=u-nlb or u-nlbf")])
+def test_cv_row_refuses_a_bad_wise_before_training(tmp_path: Path, wise: str, protocol: str, message: str) -> None:
+    stage1 = tmp_path / "pkg"
+    stage1.mkdir()
+    (stage1 / "manifest.json").write_text("{}")
+    env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": wise, "PROTOCOL": protocol}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (SCRIPTS[0].parents[1] / "runs" / "never-made-gentle-massive-r5").exists()

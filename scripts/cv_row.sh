@@ -18,6 +18,9 @@
 # partner share of 0.5), writing $NAME-gentle-massive-seed<SEED>-unseeded-nlb.json.
 # PROTOCOL=u-nlbf: U-NL+B½ with the bilateral step fixed on instead of searched (issue 13's rule 97),
 # writing $NAME-gentle-massive-seed<SEED>-unseeded-nlbf.json.
+# WISE=ALPHA (with PROTOCOL=u-nlb or u-nlbf): each fold is pulled back towards the stage 1 it started
+# from in weight space, (1 - ALPHA) x stage 1 + ALPHA x fold (train_cv.sh wise, WiSE-FT), and those
+# packages are scored instead (issue 13's rule 102); give the row a NAME of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -32,6 +35,13 @@ fi
 read -r -a stage2_options <<< "${STAGE2_OPTIONS:-}"
 PROTOCOL=${PROTOCOL:-seeded}
 [[ $PROTOCOL == seeded || $PROTOCOL == u-nlb || $PROTOCOL == u-nlbf ]] || { echo "cv_row.sh: PROTOCOL must be seeded, u-nlb or u-nlbf, not $PROTOCOL" >&2; exit 2; }
+WISE=${WISE:-}
+evaluate=evaluate
+if [[ -n $WISE ]]; then
+    [[ $WISE =~ ^(0?\.[0-9]+|1(\.0*)?)$ ]] || { echo "cv_row.sh: WISE must be a number in (0, 1], not $WISE" >&2; exit 2; }
+    [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: WISE needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+    evaluate=evaluate-wise
+fi
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
@@ -39,12 +49,13 @@ for seed in "$@"; do
     for fold in foldA foldB; do
         RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}"
     done
+    [[ -z $WISE ]] || RUNS=$runs ALPHA=$WISE scripts/train_cv.sh wise
     if [[ $PROTOCOL == u-nlb ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral bilateral" \
-            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb" scripts/train_cv.sh evaluate
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb" ALPHA=$WISE scripts/train_cv.sh "$evaluate"
     elif [[ $PROTOCOL == u-nlbf ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_MM=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral" \
-            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlbf" scripts/train_cv.sh evaluate
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlbf" ALPHA=$WISE scripts/train_cv.sh "$evaluate"
     else
         RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
             scripts/train_cv.sh evaluate-seeded

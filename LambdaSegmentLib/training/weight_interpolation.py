@@ -61,7 +61,8 @@ def interpolate_states(
     return state
 
 
-def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha: float, output_dir: str | Path) -> Path:
+def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha: float, output_dir: str | Path,
+                         *, version: str | None = None) -> Path:
     """Write the package ``(1 - alpha) * start + alpha * finetuned`` into ``output_dir``.
 
     Both packages are loaded and SHA-256 verified. They must share architecture, configuration
@@ -69,7 +70,8 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
     manifest is the fine-tuned one's without its post-processing and confidence threshold (chosen
     for the fine-tuned model's outputs: choose them again for the average), with
     the training threshold (``recipe.THRESHOLD``) where the fine-tune's was chosen with them, and
-    ``training.weight_interpolation`` recording both packages, their SHA-256 and ``alpha``.
+    ``training.weight_interpolation`` recording both packages, their SHA-256 and ``alpha``; its
+    version is ``version`` where given (the average is another model than the fine-tune).
 
     Raises:
         BadInputError: a package is invalid or the two do not describe the same model (names
@@ -93,6 +95,8 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
         manifest["threshold"] = recipe.THRESHOLD
     for key in ("weights_sha256", "created"):
         manifest.pop(key, None)
+    if version is not None:
+        manifest["version"] = version
     manifest["training"] = {
         **manifest.get("training", {}),
         "weight_interpolation": {

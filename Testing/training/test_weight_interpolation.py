@@ -84,6 +84,9 @@ def test_the_manifest_records_both_packages_and_drops_what_was_chosen_for_the_fi
     assert "postprocessing" not in manifest and "postprocessing_choice" not in manifest and "low_confidence_mean_probability" not in manifest
     assert manifest["threshold"] == 0.5  # the training threshold: 0.4 was chosen for the fine-tune's outputs
     load_model_package(out)  # SHA-256 verified, weights fit the architecture
+    assert manifest["version"] == read_manifest(finetuned)["version"]
+    renamed = interpolate_packages(start, finetuned, 0.5, tmp_path / "half", version="0.0.0-half")
+    assert read_manifest(renamed)["version"] == "0.0.0-half"  # another model than the fine-tune: its own version
 
 
 def test_a_finetune_with_a_seed_network_interpolates_to_a_package_without_one(tmp_path, start_and_finetuned):
