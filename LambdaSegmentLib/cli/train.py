@@ -200,26 +200,15 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--carve-probability", "needs --real-backgrounds DIR: the carved lesions are those cases' expert lesions")
     if args.carve_probability > 0 and args.synthetic <= 0:
         raise BadInputError("--carve-probability", "needs --synthetic N > 0: the carved lesions are pasted into synthetic studies")
-    if args.rim_windows > 0 and not args.real_backgrounds:
-        raise BadInputError("--rim-windows", "needs --real-backgrounds DIR: the rims are those cases' own")
-    if not 0.0 <= args.rim_windows <= 1.0:
-        raise BadInputError("--rim-windows", f"must be in [0, 1], got {args.rim_windows}")
-    if args.bright_fields > 0 and not args.real_backgrounds:
-        raise BadInputError("--bright-fields", "needs --real-backgrounds DIR: the fields brighten those cases' windows")
-    if not 0.0 <= args.bright_fields <= 1.0:
-        raise BadInputError("--bright-fields", f"must be in [0, 1], got {args.bright_fields}")
-    if args.bright_cortex > 0 and not args.real_backgrounds:
-        raise BadInputError("--bright-cortex", "needs --real-backgrounds DIR: their grey matter is brightened")
-    if not 0.0 <= args.bright_cortex <= 1.0:
-        raise BadInputError("--bright-cortex", f"must be in [0, 1], got {args.bright_cortex}")
-    if args.injected_faint > 0 and not args.real_backgrounds:
-        raise BadInputError("--injected-faint", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
-    if not 0.0 <= args.injected_faint <= 1.0:
-        raise BadInputError("--injected-faint", f"must be in [0, 1], got {args.injected_faint}")
-    if args.injected_whole_territory > 0 and not args.real_backgrounds:
-        raise BadInputError("--injected-whole-territory", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
-    if not 0.0 <= args.injected_whole_territory <= 1.0:
-        raise BadInputError("--injected-whole-territory", f"must be in [0, 1], got {args.injected_whole_territory}")
+    for flag, share, why in (("--rim-windows", args.rim_windows, "the rims are those cases' own"),
+                             ("--bright-fields", args.bright_fields, "the fields brighten those cases' windows"),
+                             ("--bright-cortex", args.bright_cortex, "their grey matter is brightened"),
+                             ("--injected-faint", args.injected_faint, "the infarcts are injected into those cases"),
+                             ("--injected-whole-territory", args.injected_whole_territory, "the infarcts are injected into those cases")):
+        if share > 0 and not args.real_backgrounds:
+            raise BadInputError(flag, f"needs --real-backgrounds DIR: {why}")
+        if not 0.0 <= share <= 1.0:
+            raise BadInputError(flag, f"must be in [0, 1], got {share}")
     if args.injected_whole_territory_per_epoch and not args.real_backgrounds:
         raise BadInputError("--injected-whole-territory-per-epoch", "needs --real-backgrounds DIR: the infarcts are injected into those cases")
     if not 0 <= args.injected_whole_territory_per_epoch <= max(args.real_background_studies, 0):

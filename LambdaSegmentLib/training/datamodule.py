@@ -103,26 +103,16 @@ class SegmentationDataModule(L.LightningDataModule):
         bright_cortex_probability: float = 0.0,
     ) -> None:
         super().__init__()
-        if not 0.0 <= rim_window_probability <= 1.0:
-            raise ValueError(f"rim_window_probability must be in [0, 1], got {rim_window_probability}")
-        if rim_window_probability > 0 and not real_backgrounds:
-            raise ValueError("rim_window_probability > 0 needs real_backgrounds: the rims are those cases' own")
-        if not 0.0 <= injected_faint_probability <= 1.0:
-            raise ValueError(f"injected_faint_probability must be in [0, 1], got {injected_faint_probability}")
-        if injected_faint_probability > 0 and not real_backgrounds:
-            raise ValueError("injected_faint_probability > 0 needs real_backgrounds: the infarcts are injected into them")
-        if not 0.0 <= injected_whole_territory_probability <= 1.0:
-            raise ValueError(f"injected_whole_territory_probability must be in [0, 1], got {injected_whole_territory_probability}")
-        if injected_whole_territory_probability > 0 and not real_backgrounds:
-            raise ValueError("injected_whole_territory_probability > 0 needs real_backgrounds: the infarcts are injected into them")
-        if not 0.0 <= bright_field_probability <= 1.0:
-            raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
-        if bright_field_probability > 0 and not real_backgrounds:
-            raise ValueError("bright_field_probability > 0 needs real_backgrounds: the fields brighten those cases' windows")
-        if not 0.0 <= bright_cortex_probability <= 1.0:
-            raise ValueError(f"bright_cortex_probability must be in [0, 1], got {bright_cortex_probability}")
-        if bright_cortex_probability > 0 and not real_backgrounds:
-            raise ValueError("bright_cortex_probability > 0 needs real_backgrounds: their grey matter is brightened")
+        for name, share, why in (("rim_window_probability", rim_window_probability, "the rims are those cases' own"),
+                                 ("injected_faint_probability", injected_faint_probability, "the infarcts are injected into them"),
+                                 ("injected_whole_territory_probability", injected_whole_territory_probability,
+                                  "the infarcts are injected into them"),
+                                 ("bright_field_probability", bright_field_probability, "the fields brighten those cases' windows"),
+                                 ("bright_cortex_probability", bright_cortex_probability, "their grey matter is brightened")):
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {share}")
+            if share > 0 and not real_backgrounds:
+                raise ValueError(f"{name} > 0 needs real_backgrounds: {why}")
         if injected_whole_territory_per_epoch and not real_backgrounds:
             raise ValueError("injected_whole_territory_per_epoch > 0 needs real_backgrounds: the infarcts are injected into them")
         if not 0 <= injected_whole_territory_per_epoch <= max(real_background_studies, 0):
