@@ -63,9 +63,9 @@ from LambdaSegmentLib.io.units import eadc_from_adc
 from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
 
 from .augmentation import add_bright_field
-from .window_augmentation import DWI_MAX
 from .cases import LabelledCase
 from .prepared import PreparedCase, prepare_labelled
+from .window_augmentation import DWI_MAX
 from .windows import random_window, window_holding
 
 CSF_ADC = 1.6  # 10⁻³ mm²/s: at or above this a voxel is CSF, never infarcted here
@@ -298,8 +298,8 @@ class RealBackgroundWindows(Dataset):
     that choice last; at 0 nothing extra is drawn). With ``bright_cortex_probability`` > 0 that
     share of studies (drawn, with the gain in :data:`BRIGHT_CORTEX_GAIN`, from
     ``default_rng([base_seed, e, s, BRIGHT_CORTEX_STREAM])``) has its grey matter's S0 raised
-    after the injection (:func:`brighten_grey_matter`); at 0 nothing is drawn. Consecutive items share a study (a one-study
-    cache), so keep it unshuffled.
+    after the injection (:func:`brighten_grey_matter`); at 0 nothing is drawn. Consecutive items
+    share a study (a one-study cache), so keep it unshuffled.
     """
 
     def __init__(
