@@ -31,13 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, required=True, help="weight of the fine-tuned model, 0..1")
     parser.add_argument("--output", type=Path, required=True, help="new package directory")
     parser.add_argument("--overwrite", action="store_true", help="replace a package already in --output")
+    parser.add_argument("--name", default=None, help="the new package's name (default: the fine-tuned one's)")
     parser.add_argument("--version", default=None, help="the new package's version (default: the fine-tuned one's)")
     args = parser.parse_args(argv)
     if (args.output / MANIFEST_FILE).exists() and not args.overwrite:
         print(f"interpolate_weights.py: {args.output}: a package is already there (--overwrite replaces it)", file=sys.stderr)
         return 2
     try:
-        output = interpolate_packages(args.start, args.finetuned, args.alpha, args.output, version=args.version)
+        output = interpolate_packages(args.start, args.finetuned, args.alpha, args.output, name=args.name, version=args.version)
     except (BadInputError, ValueError) as error:
         print(f"interpolate_weights.py: {error}", file=sys.stderr)
         return 2

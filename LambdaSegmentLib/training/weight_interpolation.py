@@ -62,7 +62,7 @@ def interpolate_states(
 
 
 def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha: float, output_dir: str | Path,
-                         *, version: str | None = None) -> Path:
+                         *, name: str | None = None, version: str | None = None) -> Path:
     """Write the package ``(1 - alpha) * start + alpha * finetuned`` into ``output_dir``.
 
     Both packages are loaded and SHA-256 verified. They must share architecture, configuration
@@ -71,7 +71,8 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
     for the fine-tuned model's outputs: choose them again for the average), with
     the training threshold (``recipe.THRESHOLD``) where the fine-tune's was chosen with them, and
     ``training.weight_interpolation`` recording both packages, their SHA-256 and ``alpha``; its
-    version is ``version`` where given (the average is another model than the fine-tune).
+    name and version are ``name`` and ``version`` where given (the average is another model than
+    the fine-tune).
 
     Raises:
         BadInputError: a package is invalid or the two do not describe the same model (names
@@ -95,8 +96,9 @@ def interpolate_packages(start_dir: str | Path, finetuned_dir: str | Path, alpha
         manifest["threshold"] = recipe.THRESHOLD
     for key in ("weights_sha256", "created"):
         manifest.pop(key, None)
-    if version is not None:
-        manifest["version"] = version
+    for key, value in (("name", name), ("version", version)):
+        if value is not None:
+            manifest[key] = value
     manifest["training"] = {
         **manifest.get("training", {}),
         "weight_interpolation": {

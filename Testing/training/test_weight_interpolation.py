@@ -85,8 +85,8 @@ def test_the_manifest_records_both_packages_and_drops_what_was_chosen_for_the_fi
     assert manifest["threshold"] == 0.5  # the training threshold: 0.4 was chosen for the fine-tune's outputs
     load_model_package(out)  # SHA-256 verified, weights fit the architecture
     assert manifest["version"] == read_manifest(finetuned)["version"]
-    renamed = interpolate_packages(start, finetuned, 0.5, tmp_path / "half", version="0.0.0-half")
-    assert read_manifest(renamed)["version"] == "0.0.0-half"  # another model than the fine-tune: its own version
+    renamed = read_manifest(interpolate_packages(start, finetuned, 0.5, tmp_path / "half", name="averaged", version="0.0.0-half"))
+    assert (renamed["name"], renamed["version"]) == ("averaged", "0.0.0-half")  # another model than the fine-tune: its own name
 
 
 def test_a_finetune_with_a_seed_network_interpolates_to_a_package_without_one(tmp_path, start_and_finetuned):
