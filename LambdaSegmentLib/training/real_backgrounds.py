@@ -327,20 +327,16 @@ class RealBackgroundWindows(Dataset):
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
-        if not 0.0 <= rim_probability <= 1.0:
-            raise ValueError(f"rim_probability must be in [0, 1], got {rim_probability}")
-        if not 0.0 <= faint_probability <= 1.0:
-            raise ValueError(f"faint_probability must be in [0, 1], got {faint_probability}")
-        if not 0.0 <= whole_territory_probability <= 1.0:
-            raise ValueError(f"whole_territory_probability must be in [0, 1], got {whole_territory_probability}")
+        for name, share in (("rim_probability", rim_probability), ("faint_probability", faint_probability),
+                            ("whole_territory_probability", whole_territory_probability),
+                            ("bright_field_probability", bright_field_probability),
+                            ("bright_cortex_probability", bright_cortex_probability)):
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {share}")
         if not 0 <= whole_territory_per_epoch <= studies:
             raise ValueError(f"whole_territory_per_epoch must be in [0, studies = {studies}], got {whole_territory_per_epoch}")
         if whole_territory_per_epoch > 0 and whole_territory_probability > 0:
             raise ValueError("give whole_territory_probability or whole_territory_per_epoch, not both")
-        if not 0.0 <= bright_field_probability <= 1.0:
-            raise ValueError(f"bright_field_probability must be in [0, 1], got {bright_field_probability}")
-        if not 0.0 <= bright_cortex_probability <= 1.0:
-            raise ValueError(f"bright_cortex_probability must be in [0, 1], got {bright_cortex_probability}")
         if bright_field_probability > 0 and dwi_channel is None:
             raise ValueError("bright_field_probability > 0 needs the DWI channel's index (dwi_channel)")
         if faint_probability > 0 and not faint_signal:
