@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
     .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL [LABEL ...]   # a row's held-out means
     .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL ... --rule26 0.522 0.2325 1.705   # and rule 26
+    .venv/bin/python benchmarks/real_scan_cv_table.py --ranges LABEL [LABEL ...]   # a recipe's held-out table
 
 ``--means`` prints, per result file and over all of them (e.g. a recipe's three training seeds),
 the mean of the four held-out scores (both folds, native and 6 mm) of volume Dice, lesion F1 and
@@ -10,6 +11,10 @@ false-positive mL, which issue 13's adoption rules compare, and each fold packag
 synthetic infarcts of 100 mL or more. With ``--rule26 DICE F1 FP`` (a reference recipe's pooled
 means, e.g. R″'s) it also judges the pooled means by issue 13's rule 26 and the whole-territory
 condition (:func:`rule26`).
+
+``--ranges`` prints the model card's held-out table of a recipe over several result files (its
+training seeds): per held-out case and setting, the range (lowest–highest) of each measure, and
+the ADC rule's scores on the same data (:func:`held_out_ranges`).
 
 It ends with how often each fold's search chose a minimum lesion size of 0.3 mL or more (a size
 that removes most of case 0001's emboli), over the result files whose post-processing was searched.
@@ -179,16 +184,52 @@ def held_out_means(labels: list[str], reference: tuple[float, float, float] | No
     return "\n".join(lines)
 
 
+def span(values: list[float], digits: int) -> str:
+    """``lo–hi`` at ``digits`` decimals, or one value where they agree at that precision."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}–{high}"
+
+
+def held_out_ranges(labels: list[str]) -> str:
+    """A markdown table: per held-out case and setting (native, 6 mm), the range over the result
+    files of volume Dice, lesion F1, |ΔV| mL and false-positive mL, and the ADC rule's scores."""
+    rows: dict[tuple[str, str, str], list[dict]] = {}
+    rule: dict[tuple[str, str, str], dict] = {}
+    for label in labels:
+        result = json.loads((RESULTS / f"{label}.json").read_text(encoding="utf-8"))
+        for fold, entry in result["folds"].items():
+            for grid in ("native", "6mm"):
+                key = (entry["held_out_case"], fold, grid)
+                rows.setdefault(key, []).append(entry["scores"][grid]["model"])
+                rule[key] = entry["scores"][grid]["adc_rule"]
+    lines = ["| held-out case | setting | volume Dice | lesion F1 | \\|ΔV\\| mL | FP mL | the ADC rule's Dice / lesion F1 / \\|ΔV\\| / FP mL |",
+             "|---|---|---|---|---|---|---|"]
+    for (case, fold, grid), scores in sorted(rows.items(), key=lambda item: (item[0][1], item[0][2] != "native")):
+        first = f"{case} (fold {fold})" if grid == "native" else ""
+        measures = [span([score[key] for score in scores], digits)
+                    for key, digits in (("volume_dice", 3), ("lesion_f1", 3), ("abs_dv_ml", 2), ("fp_ml", 2))]
+        adc = rule[(case, fold, grid)]
+        lines.append(f"| {first} | {'native' if grid == 'native' else '6 mm'} | {' | '.join(measures)} "
+                     f"| {adc['volume_dice']:.3f} / {adc['lesion_f1']:.3f} / {adc['abs_dv_ml']:.2f} / {adc['fp_ml']:.2f} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     # argparse, so that a mistyped flag (or --help) is an error, not a silent rewrite of ablation.md
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--means", nargs="+", metavar="LABEL", help="print these result files' held-out means instead")
     parser.add_argument("--rule26", nargs=3, type=float, metavar=("DICE", "F1", "FP_ML"),
                         help="with --means: judge the pooled means by rule 26 against these reference means")
+    parser.add_argument("--ranges", nargs="+", metavar="LABEL",
+                        help="print the held-out table (ranges over these result files) instead")
     args = parser.parse_args()
+    if args.ranges and args.means:
+        parser.error("--ranges and --means are separate tables: give one")
     if args.rule26 and not args.means:
         parser.error("--rule26 needs --means")
-    if args.means:
+    if args.ranges:
+        print(held_out_ranges(args.ranges))
+    elif args.means:
         print(held_out_means(args.means, tuple(args.rule26) if args.rule26 else None))
     else:
         main()

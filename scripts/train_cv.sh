@@ -13,9 +13,11 @@
 #   scripts/train_cv.sh pair          # the second bundled package, lambdaunet-dwi-pair (issue 13's rule 48):
 #                                     # rule 40's stage 2 on the committed BatchNorm and GroupNorm-stem stage 1s,
 #                                     # averaged, seeded by the BatchNorm stage 1, then ship (about 8 minutes)
-#   scripts/train_cv.sh release       # issue 13's rule 102: the default's successor, lambdaunet-dwi 2.2.0, from
+#   scripts/train_cv.sh release       # issue 13's rule 102: the default's successor, lambdaunet-dwi 2.3.0, from
 #                                     # the committed stage 1 D2' (rule 100's stage 2 on both real cases, averaged
-#                                     # with that stage 1 at 0.5, then ship), in runs/release-2.2.0 (RELEASE_RUNS=)
+#                                     # with that stage 1 at 0.5, then ship), in runs/release-2.3.0 (RELEASE_RUNS=);
+#                                     # STAGE1_FROM_SCRATCH=1 trains that stage 1 and the one it continues
+#                                     # (runs/cv-rms's) again first instead of copying it
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
 #                                     # package's seed network (scripts/attach_network.py, threshold 0.5);
 #                                     # SEED_FROM names a stage of $RUNS or, with a "/", any package directory
@@ -242,15 +244,23 @@ case "$stage" in
         done
         SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-pair RUNS=runs/ship-tm PARTNER_FROM=runs/ship-tmg/shipped/pkg \
             SEED_FROM=runs/cv-rms-temporal/pretrain/pkg SEARCH_STEPS="threshold edge contralateral" scripts/train_cv.sh ship ;;
-    release)  # issue 13's rule 102: lambdaunet-dwi 2.2.0 (the gated package: runs/cv-rms-temporal-cortical-stream509-noshell-rim30-wtq1-bf50-ship/shipped-wise-0.5)
+    release)  # issue 13's rule 102: lambdaunet-dwi 2.3.0 (2.2.0 was rule 47's withdrawn candidate; the gated package: runs/cv-rms-temporal-cortical-stream509-noshell-rim30-wtq1-bf50-ship/shipped-wise-0.5)
         S_TWN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
-        release_runs=${RELEASE_RUNS:-runs/release-2.2.0}
-        mkdir -p "$release_runs/pretrain"
-        rm -rf "$release_runs/pretrain/pkg" && cp -r runs/cv-rms-temporal-cortical-stream509-noshell/pretrain/pkg "$release_runs/pretrain/"
+        release_runs=${RELEASE_RUNS:-runs/release-2.3.0}
+        if [[ ${STAGE1_FROM_SCRATCH:-0} == 1 ]]; then  # both stage 1s trained again (about 2.5 hours here), not copied
+            S_WN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
+            RUNS=$release_runs/base scripts/train_cv.sh pretrain "${EXTRA[@]}"  # runs/cv-rms's stage 1
+            RUNS=$release_runs scripts/train_cv.sh pretrain --init-weights "$release_runs/base/pretrain/pkg" --lr 1e-3 \
+                --constant-epochs 1 --decay-end-epoch 4 --max-epochs 4 --seed 50900000 --synthetic 448 \
+                --windows-per-study 4 --synthesis "$S_WN" "${EXTRA[@]}"  # D2', rule 74
+        else  # the committed stage 1 D2'
+            mkdir -p "$release_runs/pretrain"
+            rm -rf "$release_runs/pretrain/pkg" && cp -r runs/cv-rms-temporal-cortical-stream509-noshell/pretrain/pkg "$release_runs/pretrain/"
+        fi
         SHIP_NAME=lambdaunet-dwi-candidate SHIP_VERSION=0.0.0-rule100 RUNS=$release_runs scripts/train_cv.sh shipped --synthesis "$S_TWN" \
             --lr 1e-4 --seed 51000005 --rim-windows 0.3 --injected-whole-territory-per-epoch 1 --bright-fields 0.5 "${EXTRA[@]}"
         "$PYTHON" scripts/interpolate_weights.py "$release_runs/pretrain/pkg" "$release_runs/shipped/pkg" --alpha 0.5 \
-            --name lambdaunet-dwi --version 2.2.0 --output "$release_runs/shipped-wise-0.5/pkg" --overwrite
+            --name lambdaunet-dwi --version 2.3.0 --output "$release_runs/shipped-wise-0.5/pkg" --overwrite
         RUNS=$release_runs SHIP_FROM=shipped-wise-0.5 SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
             BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
     wise)

@@ -110,3 +110,21 @@ def test_the_means_judge_rule_26_and_the_whole_territory_condition(table, tmp_pa
     assert table.held_out_means(["row"], (0.45, 0.2, 1.0)).endswith("every fold's >= 100 mL synthetic >= 0.8: no")
     result_file(tmp_path, "unscored", 0.1)  # no synthetic score: the condition cannot be met
     assert table.held_out_means(["unscored"], (0.6, 0.3, 0.1)).endswith("no branch passed; every fold's >= 100 mL synthetic >= 0.8: no")
+
+
+def test_the_ranges_table_spans_the_seeds_per_case_and_setting_beside_the_adc_rule(table, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(table, "RESULTS", tmp_path)
+    rule = {"volume_dice": 0.1, "lesion_f1": 0.05, "abs_dv_ml": 12.0, "fp_ml": 18.0}
+    for label, dice in (("seed1", 0.8), ("seed2", 0.85)):
+        folds = {}
+        for fold, case in (("A", "0003"), ("B", "0001")):
+            scores = {grid: {"model": {"volume_dice": dice if fold == "A" else 0.2, "lesion_f1": 0.3,
+                                       "abs_dv_ml": 5.0, "fp_ml": 1.0 if grid == "native" else 0.5},
+                             "adc_rule": rule} for grid in ("native", "6mm")}
+            folds[fold] = {"held_out_case": case, "scores": scores}
+        (tmp_path / f"{label}.json").write_text(json.dumps({"folds": folds}), encoding="utf-8")
+    lines = table.held_out_ranges(["seed1", "seed2"]).splitlines()
+    assert len(lines) == 2 + 4  # header, rule, fold A native and 6 mm, fold B native and 6 mm
+    assert lines[2] == "| 0003 (fold A) | native | 0.800–0.850 | 0.300 | 5.00 | 1.00 | 0.100 / 0.050 / 12.00 / 18.00 |"
+    assert lines[3].startswith("|  | 6 mm | 0.800–0.850 | 0.300 | 5.00 | 0.50 |")
+    assert lines[4].startswith("| 0001 (fold B) | native | 0.200 |")  # equal at 3 decimals: one value, not a range
