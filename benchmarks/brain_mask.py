@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import json
 import subprocess
 import sys
@@ -189,13 +190,13 @@ def skull_stripped_detection() -> list[dict]:
     ``nonzero_dice`` is the Dice of the nonzero region with the true brain."""
     from LambdaSegmentLib.io import load_study
     from LambdaSegmentLib.io.foreground import brain_foreground
-    from LambdaSegmentLib.preprocessing import brain_mask as module
+    module = importlib.import_module("LambdaSegmentLib.preprocessing.brain_mask")  # the package exports the function of that name
     from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
     from LambdaSegmentLib.synthesis import generate
 
     def near_fraction(dwi: Volume) -> float:
         work = module._coarse_in_plane(dwi)
-        brain = module._onto_grid(module._dwi_morphology(work, *module._bright_tissue(work, brain_foreground(work))), work, dwi)
+        brain = module._onto_grid(module._dwi_morphology_in_box(work, *module._bright_tissue(work, brain_foreground(work))), work, dwi)
         nonzero = np.asarray(dwi.array) != 0
         near = module.in_plane_distance_mm(~brain, dwi, find_slice_axis(dwi)) <= module.STRIPPED_TOLERANCE_MM
         return float((near & nonzero).sum() / nonzero.sum())
@@ -213,7 +214,7 @@ def skull_stripped_detection() -> list[dict]:
         rows.append(row(f"seed {seed}", "skull-stripped", stripped.dwi, np.asarray(stripped.tissue.array) > 0))
         skull_on = generate(seed, skull_stripped=False, **overrides)
         values = np.asarray(skull_on.dwi.array, np.float32)
-        _tissue, head = module._bright_tissue(skull_on.dwi)
+        _tissue, head = module._bright_tissue(skull_on.dwi, brain_foreground(skull_on.dwi))
         zeroed = skull_on.dwi.with_array(np.where(head, values, np.float32(0)))
         rows.append(row(f"seed {seed}", "skull-on, air zeroed", zeroed, np.asarray(skull_on.tissue.array) > 0))
     for name in ISLES:
@@ -408,8 +409,9 @@ def write_summary(with_networks: bool) -> str:
 
 def draw_montages(methods: dict[str, Callable], kept: dict) -> list[dict]:
     from LambdaSegmentLib.io import load_study
+    from LambdaSegmentLib.io.foreground import brain_foreground
     from LambdaSegmentLib.io.reading import read_volume
-    from LambdaSegmentLib.preprocessing.brain_mask import _bright_tissue, _dwi_morphology, brain_volume_ml, is_skull_stripped
+    from LambdaSegmentLib.preprocessing.brain_mask import _bright_tissue, _dwi_morphology_in_box, brain_volume_ml, is_skull_stripped
 
     colours = {"dwi_morphology": "red", "otsu_foreground": "yellow", "otsu_filled": "cyan", "deepbet": "magenta",
                "hd_bet_fast": "orange"}
@@ -434,7 +436,7 @@ def draw_montages(methods: dict[str, Callable], kept: dict) -> list[dict]:
         dwi = dwi.with_array(np.asarray(dwi.array, np.float32))
         masks = {method: fn(dwi) for method, fn in methods.items()}
         values = np.asarray(dwi.array, np.float32)
-        stripped = is_skull_stripped(dwi, _dwi_morphology(dwi, *_bright_tissue(dwi)))
+        stripped = is_skull_stripped(dwi, _dwi_morphology_in_box(dwi, *_bright_tissue(dwi, brain_foreground(dwi))))
         real.append({"study": name, **{m: brain_volume_ml(mask, dwi) for m, mask in masks.items()},
                      "skull_stripped": stripped, "equals_nonzero": bool(np.array_equal(masks["dwi_morphology"], values != 0))})
         shown = {m: (masks[m], colours[m]) for m in methods if m != "otsu_foreground"}
