@@ -189,14 +189,14 @@ def _dwi_morphology_in_box(dwi: Volume, tissue: np.ndarray, head: np.ndarray) ->
     occupied = np.argwhere(tissue | head)
     if occupied.size == 0:
         return _dwi_morphology(dwi, tissue, head, slice_axis)
-    box = []
+    parts: list[slice] = []
     for axis in range(3):  # array axes (k, j, i)
         if axis == 2 - slice_axis:
-            box.append(slice(None))
+            parts.append(slice(None))
         else:
-            box.append(slice(max(0, int(occupied[:, axis].min()) - margin), int(occupied[:, axis].max()) + margin + 1))
-    box = tuple(box)
-    corner = [0 if part.start is None else part.start for part in box][::-1]  # ITK index order (i, j, k)
+            parts.append(slice(max(0, int(occupied[:, axis].min()) - margin), int(occupied[:, axis].max()) + margin + 1))
+    box = tuple(parts)
+    corner = [part.start or 0 for part in parts][::-1]  # ITK index order (i, j, k)
     size = list(tissue[box].shape[::-1])
     cropped = Volume.from_sitk(sitk.RegionOfInterest(dwi.with_array(tissue.astype(np.uint8)).to_sitk(), size, corner))
     brain = np.zeros(tissue.shape, dtype=bool)
