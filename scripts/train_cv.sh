@@ -13,9 +13,10 @@
 #   scripts/train_cv.sh pair          # the second bundled package, lambdaunet-dwi-pair (issue 13's rule 48):
 #                                     # rule 40's stage 2 on the committed BatchNorm and GroupNorm-stem stage 1s,
 #                                     # averaged, seeded by the BatchNorm stage 1, then ship (about 8 minutes)
-#   scripts/train_cv.sh release       # issue 13's rule 102: the default's successor, lambdaunet-dwi 2.3.0, from
+#   scripts/train_cv.sh release       # the bundled default, lambdaunet-dwi 2.4.0 (issue 13's rules 102-103), from
 #                                     # the committed stage 1 D2' (rule 100's stage 2 on both real cases, averaged
-#                                     # with that stage 1 at 0.5, then ship), in runs/release-2.3.0 (RELEASE_RUNS=);
+#                                     # with that stage 1 at 0.7, then ship), in runs/release-2.4.0 (RELEASE_RUNS=);
+#                                     # RELEASE_ALPHA=0.5 RELEASE_VERSION=2.3.0 rebuilds 2.3.0 (rule 102);
 #                                     # STAGE1_FROM_SCRATCH=1 trains that stage 1 and the one it continues
 #                                     # (runs/cv-rms's) again first instead of copying it
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
@@ -244,9 +245,11 @@ case "$stage" in
         done
         SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-pair RUNS=runs/ship-tm PARTNER_FROM=runs/ship-tmg/shipped/pkg \
             SEED_FROM=runs/cv-rms-temporal/pretrain/pkg SEARCH_STEPS="threshold edge contralateral" scripts/train_cv.sh ship ;;
-    release)  # issue 13's rule 102: lambdaunet-dwi 2.3.0 (2.2.0 was rule 47's withdrawn candidate; the gated package: runs/cv-rms-temporal-cortical-stream509-noshell-rim30-wtq1-bf50-ship/shipped-wise-0.5)
+    release)  # issue 13's rule 103: lambdaunet-dwi 2.4.0; rule 102's 2.3.0 at RELEASE_ALPHA=0.5 (2.2.0 was rule 47's withdrawn candidate)
+        release_alpha=${RELEASE_ALPHA:-0.7}
+        release_version=${RELEASE_VERSION:-2.4.0}
         S_TWN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
-        release_runs=${RELEASE_RUNS:-runs/release-2.3.0}
+        release_runs=${RELEASE_RUNS:-runs/release-$release_version}
         if [[ ${STAGE1_FROM_SCRATCH:-0} == 1 ]]; then  # both stage 1s trained again (about 2.5 hours here), not copied
             S_WN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
             RUNS=$release_runs/base scripts/train_cv.sh pretrain "${EXTRA[@]}"  # runs/cv-rms's stage 1
@@ -259,9 +262,9 @@ case "$stage" in
         fi
         SHIP_NAME=lambdaunet-dwi-candidate SHIP_VERSION=0.0.0-rule100 RUNS=$release_runs scripts/train_cv.sh shipped --synthesis "$S_TWN" \
             --lr 1e-4 --seed 51000005 --rim-windows 0.3 --injected-whole-territory-per-epoch 1 --bright-fields 0.5 "${EXTRA[@]}"
-        "$PYTHON" scripts/interpolate_weights.py "$release_runs/pretrain/pkg" "$release_runs/shipped/pkg" --alpha 0.5 \
-            --name lambdaunet-dwi --version 2.3.0 --output "$release_runs/shipped-wise-0.5/pkg" --overwrite
-        RUNS=$release_runs SHIP_FROM=shipped-wise-0.5 SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
+        "$PYTHON" scripts/interpolate_weights.py "$release_runs/pretrain/pkg" "$release_runs/shipped/pkg" --alpha "$release_alpha" \
+            --name lambdaunet-dwi --version "$release_version" --output "$release_runs/shipped-wise-$release_alpha/pkg" --overwrite
+        RUNS=$release_runs SHIP_FROM=shipped-wise-$release_alpha SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
             BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
     wise)
         for fold in foldA foldB; do
