@@ -196,9 +196,8 @@ def _dwi_morphology_in_box(dwi: Volume, tissue: np.ndarray, head: np.ndarray) ->
         else:
             parts.append(slice(max(0, int(occupied[:, axis].min()) - margin), int(occupied[:, axis].max()) + margin + 1))
     box = tuple(parts)
-    corner = [part.start or 0 for part in parts][::-1]  # ITK index order (i, j, k)
-    size = list(tissue[box].shape[::-1])
-    cropped = Volume.from_sitk(sitk.RegionOfInterest(dwi.with_array(tissue.astype(np.uint8)).to_sitk(), size, corner))
+    corner_ijk = np.asarray([part.start or 0 for part in parts][::-1], dtype=np.float64)
+    cropped = Volume(tissue[box], dwi.spacing_mm, tuple(dwi.index_to_lps(corner_ijk)), dwi.direction)  # the box's own geometry
     brain = np.zeros(tissue.shape, dtype=bool)
     brain[box] = _dwi_morphology(cropped, tissue[box], head[box], slice_axis)
     return brain
