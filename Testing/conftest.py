@@ -7,7 +7,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -40,6 +42,23 @@ def isles_case() -> Path:
     if not (ISLES_CASE / "sub-strokecase0001_ses-0001_dwi.nii.gz").exists():
         pytest.skip(f"real ISLES'22 case not present at {ISLES_CASE}")
     return ISLES_CASE
+
+
+@pytest.fixture(scope="session")
+def whole_grid_and_boxed() -> Callable[[Any], tuple[np.ndarray, np.ndarray]]:
+    """``f(dwi)``: the brain mask's morphology on the whole working grid and on the box around
+    the head, from the same inputs, so that a test can assert the two are one mask."""
+    from LambdaSegmentLib.io.foreground import brain_foreground
+    from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
+
+    module = importlib.import_module("LambdaSegmentLib.preprocessing.brain_mask")  # the package exports the function of that name
+
+    def whole_and_boxed(dwi: Any) -> tuple[np.ndarray, np.ndarray]:
+        work = module._coarse_in_plane(dwi)  # as brain_mask() takes it
+        tissue, head = module._bright_tissue(work, brain_foreground(work))
+        return module._dwi_morphology(work, tissue, head, find_slice_axis(work)), module._dwi_morphology_in_box(work, tissue, head)
+
+    return whole_and_boxed
 
 
 @pytest.fixture(scope="session")

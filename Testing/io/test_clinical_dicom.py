@@ -65,3 +65,10 @@ def test_a_dwi_without_adc_is_refused_as_a_study_but_gets_a_brain_mask(series: P
     # the brain lies inside the field of view, away from the scalp at its edges
     assert not mask[:, [0, -1], :].any() and not mask[:, :, [0, -1]].any()
     assert mask.sum() < 0.6 * (np.asarray(dwi.array) > 0).sum()
+
+
+def test_the_brain_mask_morphology_on_the_box_is_the_whole_grids(series: Path, whole_grid_and_boxed) -> None:
+    """Skull-on clinical heads, whose scalp reaches near the field of view's edge."""
+    whole, boxed = whole_grid_and_boxed(read_volume(series))
+    assert whole.any()
+    np.testing.assert_array_equal(boxed, whole)

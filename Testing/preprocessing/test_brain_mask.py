@@ -4,7 +4,6 @@ voxels, a zeroed background not mistaken for skull stripping, and slice-axis han
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -102,34 +101,34 @@ def test_real_skull_stripped_cases_averaged_into_6_mm_slabs_pass_through(isles_c
     np.testing.assert_array_equal(brain_mask(dwi), np.asarray(dwi.array) != 0)
 
 
-def _whole_grid_and_boxed(dwi: Volume) -> tuple[np.ndarray, np.ndarray]:
-    """The morphology on the whole working grid and on the box around the head, same inputs."""
-    from LambdaSegmentLib.io.foreground import brain_foreground
-    module = importlib.import_module("LambdaSegmentLib.preprocessing.brain_mask")  # the package exports the function of that name
-    from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis
-
-    work = module._coarse_in_plane(dwi)
-    tissue, head = module._bright_tissue(work, brain_foreground(work))
-    return module._dwi_morphology(work, tissue, head, find_slice_axis(work)), module._dwi_morphology_in_box(work, tissue, head)
-
-
 @pytest.mark.parametrize(("seed", "ranges"), [
     (3100, dict(in_plane_spacing_mm=2.0, fov_mm=512.0, slice_thickness_mm=6.0, slice_gap_mm=0.0, oblique_probability=0.0)),
     (3101, dict(in_plane_spacing_mm=2.0, slice_thickness_mm=(5.0, 7.0), oblique_probability=1.0)),
     (3102, dict(in_plane_spacing_mm=2.0, slice_thickness_mm=2.0, oblique_probability=0.0)),  # isotropic: the slice axis by tie
     (3103, dict(in_plane_spacing_mm=0.9, slice_thickness_mm=5.0, oblique_probability=0.0)),  # block-averaged first
 ])
-def test_the_morphology_on_the_box_around_the_head_is_the_whole_grids(seed: int, ranges: dict) -> None:
-    whole, boxed = _whole_grid_and_boxed(generate(seed, skull_stripped=False, **ranges).dwi)
+def test_the_morphology_on_the_box_around_the_head_is_the_whole_grids(seed: int, ranges: dict, whole_grid_and_boxed) -> None:
+    whole, boxed = whole_grid_and_boxed(generate(seed, skull_stripped=False, **ranges).dwi)
     assert whole.any()
     np.testing.assert_array_equal(boxed, whole)
 
 
-def test_the_box_stops_at_the_field_of_view_where_the_head_touches_it() -> None:
+def test_the_box_stops_at_the_field_of_view_where_the_head_touches_it(whole_grid_and_boxed) -> None:
     """A field of view cut through the head (the box cannot take its margin there): still the whole grid's mask."""
     dwi = generate(3104, skull_stripped=False, in_plane_spacing_mm=2.0, slice_thickness_mm=6.0, oblique_probability=0.0).dwi
     rows = np.flatnonzero(np.asarray(dwi.array).max(axis=(0, 2)) > 0)
     cut = Volume(np.ascontiguousarray(dwi.array[:, rows[0] + 12:, :]), dwi.spacing_mm, dwi.origin_mm, dwi.direction)
-    whole, boxed = _whole_grid_and_boxed(cut)
+    whole, boxed = whole_grid_and_boxed(cut)
     assert whole[:, 0, :].any()  # the brain reaches the cut edge
+    np.testing.assert_array_equal(boxed, whole)
+
+
+@pytest.mark.parametrize("case", ["sub-strokecase0001", "sub-strokecase0003"])
+def test_the_morphology_on_the_box_is_the_whole_grids_on_the_real_skull_stripped_cases(isles_case, case: str,
+                                                                                       whole_grid_and_boxed) -> None:
+    prefix = isles_case.parent / case / f"{case}_ses-0001_"
+    if not Path(f"{prefix}dwi.nii.gz").exists():
+        pytest.skip(f"{case} is not in {isles_case.parent}")
+    whole, boxed = whole_grid_and_boxed(load_study(dwi=f"{prefix}dwi.nii.gz", adc=f"{prefix}adc.nii.gz").dwi)
+    assert whole.any()
     np.testing.assert_array_equal(boxed, whole)
