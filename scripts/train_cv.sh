@@ -60,6 +60,12 @@
 #   scripts/train_cv.sh wise          # $RUNS/foldA-wise-$ALPHA/pkg and $RUNS/foldB-wise-$ALPHA/pkg
 #   scripts/train_cv.sh evaluate-wise     # real_scan_cv.py on those two, as evaluate
 #
+# Issue 13's rule 105, two stage-1 draws' folds averaged in weight space (a soup, training/weight_soup.py):
+# $RUNS/foldA/pkg and $RUNS/foldB/pkg become the uniform soups of the runs folders in SOUP_OF, each
+# fold of its own, from their stage FOLD_SUFFIX (e.g. -wise-0.7: each folder's foldA-wise-0.7); no training:
+#
+#   SOUP_OF="runs/X runs/Y" FOLD_SUFFIX=-wise-0.7 RUNS=runs/Z scripts/train_cv.sh soup   # then evaluate
+#
 # Issue 13's stage-1 seeds: each fold's model with its components kept only where the pretrain
 # (stage 1, no real case) detects something (benchmarks/real_scan_cv.py --seed-packages):
 #
@@ -121,7 +127,7 @@ OBJECTIVE=${OBJECTIVE:-dice}
 ALPHA=${ALPHA:-0.5}  # the fine-tuned package's weight in the wise stage
 BUNDLED=LambdaSegmentLib/resources/models/$SHIP_NAME  # where ship puts the package: the default, or a second bundled package
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|release|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|release|soup|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -269,6 +275,12 @@ case "$stage" in
     wise)
         for fold in foldA foldB; do
             "$PYTHON" scripts/interpolate_weights.py "$RUNS/pretrain/pkg" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
+        done ;;
+    soup)
+        read -r -a soup_of <<< "${SOUP_OF:?train_cv.sh soup: SOUP_OF must name two or more runs folders}"
+        [[ ${#soup_of[@]} -ge 2 ]] || { echo "train_cv.sh soup: SOUP_OF must name two or more runs folders, not ${SOUP_OF}" >&2; exit 2; }
+        for fold in foldA foldB; do
+            "$PYTHON" scripts/soup_weights.py "${soup_of[@]/%//$fold${FOLD_SUFFIX:-}/pkg}" --output "$RUNS/$fold/pkg" --overwrite
         done ;;
     evaluate-wise) evaluate_folds "${LABEL:-$RESULT-wise-$ALPHA}" "-wise-$ALPHA" "${STEPS[@]}" ;;
     evaluate-seeded)
