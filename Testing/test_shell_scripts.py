@@ -66,3 +66,13 @@ def test_cv_row_refuses_a_bad_wise_before_training(tmp_path: Path, wise: str, pr
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 2 and message in result.stderr
     assert not (SCRIPTS[0].parents[1] / "runs" / "never-made-gentle-massive-r5").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("soup_of", ["", "runs/only-one"])
+def test_train_cv_soup_refuses_fewer_than_two_runs_folders_before_writing(tmp_path: Path, soup_of: str) -> None:
+    runs = tmp_path / "soup"
+    env = {"PATH": "/usr/bin:/bin", "SOUP_OF": soup_of, "RUNS": str(runs)}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "train_cv.sh"), "soup"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode != 0 and "SOUP_OF must name two or more runs folders" in result.stderr
+    assert not runs.exists()
