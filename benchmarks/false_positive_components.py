@@ -1,6 +1,7 @@
 """The components a fold network leaves on its held-out case, one by one: the detached false
 positives, and with ``--lesions`` the found lesions beside them, with the features a rule could
-tell them apart by.
+tell them apart by. ``--threshold T`` cuts the components at a package's own operating point
+instead of 0.5 (recorded in the results file).
 
     .venv/bin/python benchmarks/false_positive_components.py --label NAME \\
         --package 0003=runs/x/foldA/pkg --seed-package runs/x/pretrain/pkg [--lesions] [--synthetic-large]
@@ -19,6 +20,8 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
   check's ratio);
 - ``partner_share``: its largest bilateral partner within 4 mm in-plane, as a share of its own
   voxels (``postprocess.bilateral_partners``; 0 = none);
+- ``partner_share_across``: the same within 4 mm in-plane and one slice either way: whether a
+  partner the in-plane search misses lies on the neighbouring slice of the registered mirror;
 - ``elongation``: on its largest slice, the ratio of its in-plane principal axes (mm; None under 3 voxels);
 - ``csf_mm``: median distance (mm) to the nearest brain voxel whose ADC is at least 2.5 × the
   brain's median (ventricles, temporal horns, sulci).
@@ -97,12 +100,17 @@ def relative_dwi_and_adc(prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
     return dwi / np.median(dwi[prepared.brain]), np.asarray(prepared.study.adc.array, dtype=np.float64)
 
 
-def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict[str, Any]]:
-    """One row per candidate component at ``THRESHOLD`` (after the seed step), features as the module says."""
+def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: float = THRESHOLD) -> list[dict[str, Any]]:
+    """One row per candidate component at ``threshold`` (after the seed step), features as the module says."""
+    from LambdaSegmentLib.inference.postprocess import bilateral_partners, partner_radius_voxels
+
     study = prepared.study
     dwi, adc = relative_dwi_and_adc(prepared)
-    components = prepared.components(THRESHOLD, bilateral_mm=PARTNER_MM)
+    components = prepared.components(threshold, bilateral_mm=PARTNER_MM)
     labels = components.labels
+    # the in-plane radius, and one slice either way along the slice axis (its radius is the 0)
+    radius = tuple(r if r else 1 for r in partner_radius_voxels(study.dwi, PARTNER_MM))
+    across = bilateral_partners(labels, prepared.registration.mirrored_labels(labels), radius)
     spacing_kji = tuple(reversed(study.dwi.spacing_mm))
     near, far = (in_plane_ball(prepared, mm) for mm in RING_MM)
     tissue = prepared.brain & (labels == 0) & ~prepared.truth
@@ -126,6 +134,7 @@ def component_rows(name: str, prepared: Prepared, package_dir: str) -> list[dict
             "ring_adc": round(own_adc / float(np.median(adc[pad][ring])), 2) if ring.any() else None,
             "contralateral": round(float(components.contralateral_ratio[index - 1]), 2),
             "partner_share": round(float(components.bilateral[0][index - 1]), 3),
+            "partner_share_across": round(float(across[index - 1]), 3),
             "elongation": elongation(component, spacing_kji),
             "csf_mm": round(float(np.median(to_csf[pad][component])), 1),
         })
@@ -228,6 +237,8 @@ def main() -> None:
     parser.add_argument("--lesions", action="store_true", help="list the components that hold expert voxels too")
     parser.add_argument("--experts", action="store_true",
                         help="list every expert lesion too, with the probability and the threshold that would find it")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+                        help=f"the probability the components are cut at (default {THRESHOLD})")
     parser.add_argument("--synthetic-large", action="store_true",
                         help="also each package on the six whole-territory synthetic scoring studies (every component)")
     args = parser.parse_args()
@@ -255,7 +266,7 @@ def main() -> None:
                 for row in expert_rows(name, prepared):
                     experts.append({**row, "package": directory})
                     print(json.dumps(experts[-1]), flush=True)
-            for row in component_rows(name, prepared, directory):
+            for row in component_rows(name, prepared, directory, args.threshold):
                 if row["kind"] == "false" or args.lesions or name.startswith("synth-"):
                     rows.append(row)
                     print(json.dumps(rows[-1]), flush=True)
@@ -264,6 +275,7 @@ def main() -> None:
     out = REPO / "benchmarks" / "results" / f"false_positive_components_{args.label}.json"
     command = (f"benchmarks/false_positive_components.py --label {args.label}" + "".join(f" --package {p}" for p in args.package)
                + (f" --seed-package {args.seed_package}" if args.seed_package else "")
+               + (f" --threshold {args.threshold:g}" if args.threshold != THRESHOLD else "")
                + (" --lesions" if args.lesions else "") + (" --experts" if args.experts else "") + (" --synthetic-large" if args.synthetic_large else ""))
     out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows, "experts": experts}, indent=1) + "\n", encoding="utf-8")
     print(f"written {out}")

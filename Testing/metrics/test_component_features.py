@@ -29,6 +29,8 @@ def test_each_component_s_kind_ring_contrast_partner_share_and_shape(script) -> 
     probability[truth] = 0.9
     probability[3, 20:22, 5:15] = 0.9  # an elongated mark (2 x 10 voxels), not on the lesion
     probability[3, 25, 20:30] = 0.9  # its partner: half its voxels
+    probability[1, 10, 20:24] = 0.9  # a mark whose mirror partner lies one slice off
+    probability[2, 15, 20:26] = 0.9  # that partner: 1.5 times its voxels
     adc[:, :, 29] = 3.0  # CSF along one side (3.75 x the brain's median ADC)
     components = find_components(probability, 0.5, brain=brain, voxel_volume_mm3=8.0, depth_mm=np.full(shape, 20.0))
     labels = components.labels
@@ -36,15 +38,21 @@ def test_each_component_s_kind_ring_contrast_partner_share_and_shape(script) -> 
     mirrored = np.zeros_like(labels)
     mirrored[3, 20, 5] = partner  # the mark's mirror region holds the partner, and the partner's the mark
     mirrored[3, 25, 20] = mark
+    mirrored[2, 10, 20] = labels[2, 15, 20]  # the off-slice mark's mirror region, one slice up, holds its partner
     study = SimpleNamespace(dwi=volume(dwi), adc=volume(adc))
     prepared = SimpleNamespace(
         study=study, brain=brain, truth=truth, depth_mm=np.full(shape, 20.0), adc_ratio=relative_adc(adc, brain),
+        registration=SimpleNamespace(mirrored_labels=lambda found: mirrored if found is labels else None),
         components=lambda threshold, bilateral_mm: with_bilateral(components, mirrored, study.dwi, bilateral_mm))
     rows = {row["voxels"]: row for row in script.component_rows("case", prepared, "pkg")}
     lesion, elongated, small = rows[8], rows[20], rows[10]
     assert (lesion["kind"], elongated["kind"], small["kind"]) == ("lesion", "false", "false")
     assert lesion["ring_dwi"] == 2.0 and lesion["ring_adc"] == 1.0 and lesion["partner_share"] == 0.0
     assert elongated["partner_share"] == 0.5 and small["partner_share"] == 2.0
+    # one slice either way finds what the in-plane search finds, and the partner one slice off
+    assert elongated["partner_share_across"] == 0.5 and small["partner_share_across"] == 2.0
+    off_slice = rows[4]
+    assert off_slice["partner_share"] == 0.0 and off_slice["partner_share_across"] == 1.5
     assert elongated["elongation"] > 3.0 and lesion["elongation"] == 1.0
     assert small["csf_mm"] == 9.0 and lesion["csf_mm"] > 40.0  # median of 0, 2, ..., 18 mm: it reaches the CSF
     assert lesion["slices"] == [2, 3] and elongated["slices"] == [3, 3]
