@@ -234,8 +234,9 @@ def lesion_table(
     midline = _midline_x_mm(mask)
     voxel_ml = mask.voxel_volume_mm3 / MM3_PER_ML
     if probabilities is not None:
-        mean_probability = ndimage.mean(probabilities, labels, index)
-        max_probability = ndimage.maximum(probabilities, labels, index)
+        inside = labels > 0  # the lesions' voxels only: ndimage sorts whatever it is given for the maximum
+        mean_probability = ndimage.mean(probabilities[inside], labels[inside], index)
+        max_probability = ndimage.maximum(probabilities[inside], labels[inside], index)
     if adc_values is not None:
         has_adc = adc_values > 0
         adc_voxels = np.bincount(labels[has_adc], minlength=len(index) + 1)[1:]

@@ -210,10 +210,22 @@ def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> 
 
     ``spacing_mm`` is in (i, j, k) order, as on a :class:`Volume`. The volume's border
     counts as outside the brain (a brain cut by the field of view has an edge there too).
+
+    The transform runs on the brain's bounding box with one non-brain voxel around it: the
+    same distances, since for a voxel inside the box the nearest point of that ring is never
+    further than any non-brain voxel beyond it (clamping a voxel's indices to the ring shortens
+    each axis's distance). On a 24 × 256² study with a 2 mm brain this is several times faster
+    than the whole grid.
     """
-    padded = np.pad(np.asarray(brain, dtype=bool), 1)
+    brain = np.asarray(brain, dtype=bool)
+    depth = np.zeros(brain.shape, dtype=np.float32)
+    box = ndimage.find_objects(brain.astype(np.uint8))
+    if not box:
+        return depth
+    padded = np.pad(brain[box[0]], 1)
     distance = ndimage.distance_transform_edt(padded, sampling=tuple(spacing_mm[::-1]))
-    return distance[1:-1, 1:-1, 1:-1].astype(np.float32)
+    depth[box[0]] = distance[1:-1, 1:-1, 1:-1]
+    return depth
 
 
 def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
@@ -280,8 +292,9 @@ def find_components(
     labels = labels.astype(np.int32, copy=False)
     index = np.arange(1, count + 1)
     volume_ml = ndimage.sum_labels(candidate, labels, index) * voxel_volume_mm3 / 1000.0 if count else np.zeros(0)
+    inside = labels[candidate]  # medians over the candidates' voxels only: ndimage sorts whatever it is given
     depth = (
-        np.asarray(ndimage.median(depth_mm, labels, index), dtype=np.float64).reshape(-1) if count else np.zeros(0)
+        np.asarray(ndimage.median(depth_mm[candidate], inside, index), dtype=np.float64).reshape(-1) if count else np.zeros(0)
     )
     if count and dwi_smoothed is not None and contralateral is not None:
         own = np.asarray(ndimage.mean(dwi_smoothed, labels, index), dtype=np.float64).reshape(-1)
@@ -290,7 +303,7 @@ def find_components(
     else:
         ratio = np.full(count, np.nan)
     if count and adc_ratio is not None:
-        adc_median = np.asarray(ndimage.median(adc_ratio, labels, index), dtype=np.float64).reshape(-1)
+        adc_median = np.asarray(ndimage.median(adc_ratio[candidate], inside, index), dtype=np.float64).reshape(-1)
     else:
         adc_median = np.full(count, np.nan)
     return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from LambdaSegmentLib.inference.postprocess import (
     PostProcessing,
@@ -430,3 +431,22 @@ def test_the_adc_check_needs_the_adc_and_a_positive_limit() -> None:
                                  depth_mm=edge_depth_mm(brain, probability.spacing_mm))
     with pytest.raises(ValueError, match="found without the ADC"):
         components.keep(settings)
+
+
+@pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (0.9, 0.9, 6.5), (2.0, 1.2, 0.8)])
+def test_edge_depth_in_the_brain_s_box_equals_the_whole_grid_s(spacing: tuple[float, float, float]) -> None:
+    """The box with its one-voxel ring gives the whole grid's distances exactly: brains with
+    holes, several pieces, and pieces touching the field of view's border (an edge too)."""
+    rng = np.random.default_rng(7)
+    shape = (12, 40, 36)
+    for trial in range(6):
+        brain = ndimage.binary_opening(rng.random(shape) < 0.7, iterations=1)
+        brain[:, :, : 3 + trial] = False  # a non-brain margin of varying width on one side only
+        if trial % 2:
+            brain[:2] = False  # and, on some, slices without brain
+        whole = ndimage.distance_transform_edt(np.pad(brain, 1), sampling=tuple(spacing[::-1]))[1:-1, 1:-1, 1:-1]
+        np.testing.assert_array_equal(edge_depth_mm(brain, spacing), whole.astype(np.float32))
+    assert not edge_depth_mm(np.zeros(shape, bool), spacing).any()
+    one = np.zeros(shape, bool)
+    one[5, 20, 20] = True
+    assert edge_depth_mm(one, spacing)[5, 20, 20] == pytest.approx(min(spacing))
