@@ -17,6 +17,8 @@
 #                                     # the committed stage 1 D2' (rule 100's stage 2 on both real cases, averaged
 #                                     # with that stage 1 at 0.7, then ship), in runs/release-2.4.0 (RELEASE_RUNS=);
 #                                     # RELEASE_ALPHA=0.5 RELEASE_VERSION=2.3.0 rebuilds 2.3.0 (rule 102);
+#                                     # RELEASE_DRAW=Dprime continues stage 1 D' instead of D2' (rule 106);
+#                                     # RELEASE_SHIP=0 stops at the network, before ship;
 #                                     # STAGE1_FROM_SCRATCH=1 trains that stage 1 and the one it continues
 #                                     # (runs/cv-rms's) again first instead of copying it
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
@@ -256,20 +258,26 @@ case "$stage" in
         release_version=${RELEASE_VERSION:-2.4.0}
         S_TWN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
         release_runs=${RELEASE_RUNS:-runs/release-$release_version}
+        case ${RELEASE_DRAW:-D2prime} in  # the committed stage-1 draw the release continues, and its seed
+            D2prime) stage1_runs=runs/cv-rms-temporal-cortical-stream509-noshell; stage1_seed=50900000 ;;  # rule 74
+            Dprime) stage1_runs=runs/cv-rms-temporal-cortical-stream507-noshell; stage1_seed=50700000 ;;  # rule 106
+            *) echo "train_cv.sh release: RELEASE_DRAW must be D2prime or Dprime, not $RELEASE_DRAW" >&2; exit 2 ;;
+        esac
         if [[ ${STAGE1_FROM_SCRATCH:-0} == 1 ]]; then  # both stage 1s trained again (about 2.5 hours here), not copied
             S_WN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
             RUNS=$release_runs/base scripts/train_cv.sh pretrain "${EXTRA[@]}"  # runs/cv-rms's stage 1
             RUNS=$release_runs scripts/train_cv.sh pretrain --init-weights "$release_runs/base/pretrain/pkg" --lr 1e-3 \
-                --constant-epochs 1 --decay-end-epoch 4 --max-epochs 4 --seed 50900000 --synthetic 448 \
-                --windows-per-study 4 --synthesis "$S_WN" "${EXTRA[@]}"  # D2', rule 74
-        else  # the committed stage 1 D2'
+                --constant-epochs 1 --decay-end-epoch 4 --max-epochs 4 --seed "$stage1_seed" --synthetic 448 \
+                --windows-per-study 4 --synthesis "$S_WN" "${EXTRA[@]}"
+        else  # the committed stage 1
             mkdir -p "$release_runs/pretrain"
-            rm -rf "$release_runs/pretrain/pkg" && cp -r runs/cv-rms-temporal-cortical-stream509-noshell/pretrain/pkg "$release_runs/pretrain/"
+            rm -rf "$release_runs/pretrain/pkg" && cp -r "$stage1_runs/pretrain/pkg" "$release_runs/pretrain/"
         fi
         SHIP_NAME=lambdaunet-dwi-candidate SHIP_VERSION=0.0.0-rule100 RUNS=$release_runs scripts/train_cv.sh shipped --synthesis "$S_TWN" \
             --lr 1e-4 --seed 51000005 --rim-windows 0.3 --injected-whole-territory-per-epoch 1 --bright-fields 0.5 "${EXTRA[@]}"
         "$PYTHON" scripts/interpolate_weights.py "$release_runs/pretrain/pkg" "$release_runs/shipped/pkg" --alpha "$release_alpha" \
             --name lambdaunet-dwi --version "$release_version" --output "$release_runs/shipped-wise-$release_alpha/pkg" --overwrite
+        [[ ${RELEASE_SHIP:-1} == 1 ]] || exit 0  # RELEASE_SHIP=0: the network only, for a candidate gated before it ships
         RUNS=$release_runs SHIP_FROM=shipped-wise-$release_alpha SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
             BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
     wise)
