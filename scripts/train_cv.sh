@@ -13,11 +13,11 @@
 #   scripts/train_cv.sh pair          # the second bundled package, lambdaunet-dwi-pair (issue 13's rule 48):
 #                                     # rule 40's stage 2 on the committed BatchNorm and GroupNorm-stem stage 1s,
 #                                     # averaged, seeded by the BatchNorm stage 1, then ship (about 8 minutes)
-#   scripts/train_cv.sh release       # the bundled default, lambdaunet-dwi 2.4.0 (issue 13's rules 102-103), from
-#                                     # the committed stage 1 D2' (rule 100's stage 2 on both real cases, averaged
-#                                     # with that stage 1 at 0.7, then ship), in runs/release-2.4.0 (RELEASE_RUNS=);
-#                                     # RELEASE_ALPHA=0.5 RELEASE_VERSION=2.3.0 rebuilds 2.3.0 (rule 102);
-#                                     # RELEASE_DRAW=Dprime continues stage 1 D' instead of D2' (rule 106);
+#   scripts/train_cv.sh release       # the bundled default, lambdaunet-dwi 2.5.0 (issue 13's rules 102-103 and 106),
+#                                     # from the committed stage 1 D' (rule 100's stage 2 on both real cases, averaged
+#                                     # with that stage 1 at 0.7, then ship), in runs/release-2.5.0 (RELEASE_RUNS=);
+#                                     # RELEASE_DRAW=D2prime RELEASE_VERSION=2.4.0 rebuilds 2.4.0 from stage 1 D2'
+#                                     # (rule 103), and with RELEASE_ALPHA=0.5 RELEASE_VERSION=2.3.0 2.3.0 (rule 102);
 #                                     # RELEASE_SHIP=0 stops at the network, before ship;
 #                                     # STAGE1_FROM_SCRATCH=1 trains that stage 1 and the one it continues
 #                                     # (runs/cv-rms's) again first instead of copying it
@@ -253,12 +253,12 @@ case "$stage" in
         done
         SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-pair RUNS=runs/ship-tm PARTNER_FROM=runs/ship-tmg/shipped/pkg \
             SEED_FROM=runs/cv-rms-temporal/pretrain/pkg SEARCH_STEPS="threshold edge contralateral" scripts/train_cv.sh ship ;;
-    release)  # issue 13's rule 103: lambdaunet-dwi 2.4.0; rule 102's 2.3.0 at RELEASE_ALPHA=0.5 (2.2.0 was rule 47's withdrawn candidate)
+    release)  # issue 13's rule 106: lambdaunet-dwi 2.5.0; 2.4.0 (rule 103) and 2.3.0 (rule 102, α 0.5) from D2' (2.2.0 was rule 47's withdrawn candidate)
         release_alpha=${RELEASE_ALPHA:-0.7}
-        release_version=${RELEASE_VERSION:-2.4.0}
+        release_version=${RELEASE_VERSION:-2.5.0}
         S_TWN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
         release_runs=${RELEASE_RUNS:-runs/release-$release_version}
-        case ${RELEASE_DRAW:-D2prime} in  # the committed stage-1 draw the release continues, and its seed
+        case ${RELEASE_DRAW:-Dprime} in  # the committed stage-1 draw the release continues, and its seed
             D2prime) stage1_runs=runs/cv-rms-temporal-cortical-stream509-noshell; stage1_seed=50900000 ;;  # rule 74
             Dprime) stage1_runs=runs/cv-rms-temporal-cortical-stream507-noshell; stage1_seed=50700000 ;;  # rule 106
             *) echo "train_cv.sh release: RELEASE_DRAW must be D2prime or Dprime, not $RELEASE_DRAW" >&2; exit 2 ;;
