@@ -32,7 +32,12 @@ probability on it (before any seed step), whether the seed network marks any of 
 ``--seed-package``), at which of the thresholds 0.5, 0.3 and 0.1 a candidate component (after
 the seed step, if any) reaches it (``found_at``), and how many of its voxels those candidates
 cover there (``covered``). It says whether a more sensitive operating point could reach the
-missed lesions at all, and whether the seed step would let it (issue 13's rule 85).
+missed lesions at all, and whether the seed step would let it (issue 13's rule 85). It also
+splits the expert voxels three ways at 0.5 (``expert_voxels``): covered by a candidate, missed
+inside a lesion a candidate reaches, and in lesions no candidate reaches; per group the voxels,
+median DWI (× the brain's median) with its interquartile range, median ADC, median probability,
+and for the missed-inside ones their distance (mm) to the nearest covered voxel: whether what
+is lost is a rim around found lesions or whole lesions.
 
 ``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
 synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the infarct's
@@ -164,6 +169,35 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     return rows
 
 
+def expert_voxel_groups(prepared: Prepared, threshold: float = THRESHOLD) -> dict[str, dict[str, Any]]:
+    """The expert voxels split at ``threshold`` (after any seed step): ``covered`` by a candidate,
+    ``missed_in_found`` (in an expert lesion some candidate reaches, not covered) and
+    ``in_unfound`` (in lesions no candidate reaches), with their median DWI (× the brain median,
+    and its quartiles), ADC, probability, and for ``missed_in_found`` the distance (mm) to the
+    nearest covered voxel (median and quartiles)."""
+    dwi, adc = relative_dwi_and_adc(prepared)
+    candidate = prepared.components(threshold).labels != 0
+    lesions, _ = label_lesions(prepared.truth)
+    reached = np.unique(lesions[candidate & prepared.truth])
+    in_found = np.isin(lesions, reached[reached > 0])
+    covered = prepared.truth & candidate
+    groups = {"covered": covered, "missed_in_found": prepared.truth & in_found & ~candidate,
+              "in_unfound": prepared.truth & ~in_found}
+    spacing_kji = tuple(reversed(prepared.study.dwi.spacing_mm))
+    to_covered = ndimage.distance_transform_edt(~covered, sampling=spacing_kji) if covered.any() else None
+    out: dict[str, dict[str, Any]] = {}
+    for name, voxels in groups.items():
+        entry: dict[str, Any] = {"voxels": int(voxels.sum())}
+        if voxels.any():
+            entry.update({"dwi": [round(float(q), 2) for q in np.percentile(dwi[voxels], [50, 25, 75])],
+                          "adc": round(float(np.median(adc[voxels])), 2),
+                          "probability": round(float(np.median(prepared.probability[voxels])), 3)})
+            if name == "missed_in_found" and to_covered is not None:
+                entry["mm_to_covered"] = [round(float(q), 1) for q in np.percentile(to_covered[voxels], [50, 25, 75])]
+        out[name] = entry
+    return out
+
+
 def expert_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per held-out case: expert lesions and mL found at each of ``EXPERT_THRESHOLDS`` (after any
     seed step), the expert mL those candidates cover (``covered_<t>_ml``), and of those not found
@@ -252,6 +286,7 @@ def main() -> None:
         parser.error("--label and --package are required (or --summary LABEL ...)")
     seed = fold_package(args.seed_package) if args.seed_package else None
     rows, experts = [], []
+    expert_voxels: dict[str, Any] = {}
     for spec in args.package:
         case, directory = spec.split("=", 1)
         package = fold_package(directory)
@@ -263,6 +298,8 @@ def main() -> None:
         for name, study, truth in studies:
             prepared = prepare(name, study, truth, package, regions=False, seed_package=seed)
             if args.experts and name in CASES:
+                expert_voxels[spec] = expert_voxel_groups(prepared)
+                print(json.dumps({"expert_voxels": {spec: expert_voxels[spec]}}), flush=True)
                 for row in expert_rows(name, prepared):
                     experts.append({**row, "package": directory})
                     print(json.dumps(experts[-1]), flush=True)
@@ -277,7 +314,8 @@ def main() -> None:
                + (f" --seed-package {args.seed_package}" if args.seed_package else "")
                + (f" --threshold {args.threshold:g}" if args.threshold != THRESHOLD else "")
                + (" --lesions" if args.lesions else "") + (" --experts" if args.experts else "") + (" --synthetic-large" if args.synthetic_large else ""))
-    out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows, "experts": experts}, indent=1) + "\n", encoding="utf-8")
+    out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows, "experts": experts,
+                                "expert_voxels": expert_voxels}, indent=1) + "\n", encoding="utf-8")
     print(f"written {out}")
 
 

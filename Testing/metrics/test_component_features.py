@@ -96,3 +96,28 @@ def test_each_expert_lesion_s_probability_seed_and_the_thresholds_that_find_it(s
     assert summary["missed_p0.1-0.3"] == 1 and summary["missed_p0.1-0.3_seeded"] == 0
     assert summary["found_0.3_ml"] == 12.0
     assert summary["covered_0.5_ml"] == 8.0 and summary["covered_0.1_ml"] == 12.0
+
+
+def test_expert_voxels_split_into_covered_a_rim_missed_around_them_and_lesions_never_reached(script) -> None:
+    shape = (3, 20, 20)  # (k, j, i), 2 mm voxels
+    brain = np.ones(shape, dtype=bool)
+    truth = np.zeros(shape, dtype=bool)
+    truth[1, 4:9, 4:9] = True  # a found lesion: its 3 x 3 core marked, its one-voxel rim not
+    truth[1, 14:16, 14:16] = True  # a lesion never reached
+    probability = np.zeros(shape, dtype=np.float32)
+    probability[1, 5:8, 5:8] = 0.9
+    dwi = np.ones(shape)
+    dwi[1, 5:8, 5:8] = 2.0
+    dwi[truth & (probability == 0)] = 1.4
+    depth = np.full(shape, 10.0)
+    study = SimpleNamespace(dwi=Volume(dwi.astype(np.float32), (2.0, 2.0, 2.0)),
+                            adc=Volume(np.full(shape, 0.8, np.float32), (2.0, 2.0, 2.0)))
+    prepared = SimpleNamespace(
+        study=study, brain=brain, truth=truth, probability=probability,
+        components=lambda threshold: find_components(probability, threshold, brain=brain, voxel_volume_mm3=8.0, depth_mm=depth))
+    groups = script.expert_voxel_groups(prepared)
+    assert groups["covered"]["voxels"] == 9 and groups["covered"]["dwi"][0] == 2.0
+    assert groups["missed_in_found"]["voxels"] == 16 and groups["missed_in_found"]["dwi"][0] == 1.4
+    assert groups["missed_in_found"]["probability"] == 0.0
+    assert groups["missed_in_found"]["mm_to_covered"][0] == 2.0  # the rim's edge voxels 2 mm, its corners 2.8 mm away
+    assert groups["in_unfound"]["voxels"] == 4 and "mm_to_covered" not in groups["in_unfound"]
