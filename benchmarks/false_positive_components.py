@@ -37,7 +37,9 @@ splits the expert voxels three ways at 0.5 (``expert_voxels``): covered by a can
 inside a lesion a candidate reaches, and in lesions no candidate reaches; per group the voxels,
 median DWI (× the brain's median) with its interquartile range, median ADC, median probability,
 and for the missed-inside ones their distance (mm) to the nearest covered voxel: whether what
-is lost is a rim around found lesions or whole lesions.
+is lost is a rim around found lesions or whole lesions. ``--synthetic-margins`` adds the same
+split on the protocol's 16 synthetic scoring studies (``real_scan_cv.SYNTHETIC_TEST_SEEDS``):
+whether the network misses the margins of synthetic lesions too, or only the real ones.
 
 ``--synthetic-large`` lists the same for each package on the protocol's six whole-territory
 synthetic scoring studies (``real_scan_cv.SYNTHETIC_LARGE_SEEDS``): there the infarct's
@@ -69,8 +71,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
-from real_scan_cv import (CASES, ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, Prepared, fold_package, load_real,  # noqa: E402
-                          prepare, real_cases_used, synthetic)
+from real_scan_cv import (CASES, ISLES, SYNTHETIC_LARGE_RANGES, SYNTHETIC_LARGE_SEEDS, SYNTHETIC_TEST_SEEDS, Prepared,  # noqa: E402
+                          fold_package, load_real, prepare, real_cases_used, synthetic)
 
 THRESHOLD = 0.5
 PARTNER_MM = 4.0
@@ -271,6 +273,8 @@ def main() -> None:
     parser.add_argument("--lesions", action="store_true", help="list the components that hold expert voxels too")
     parser.add_argument("--experts", action="store_true",
                         help="list every expert lesion too, with the probability and the threshold that would find it")
+    parser.add_argument("--synthetic-margins", action="store_true",
+                        help="with --experts: the expert-voxel split on the 16 synthetic scoring studies too")
     parser.add_argument("--threshold", type=float, default=THRESHOLD,
                         help=f"the probability the components are cut at (default {THRESHOLD})")
     parser.add_argument("--synthetic-large", action="store_true",
@@ -295,11 +299,15 @@ def main() -> None:
         studies = [(case, *load_real(case, False))]
         if args.synthetic_large:
             studies += [(f"synth-{s}", *synthetic(s, **SYNTHETIC_LARGE_RANGES)) for s in SYNTHETIC_LARGE_SEEDS]
+        if args.synthetic_margins:
+            studies += [(f"synth-{s}", *synthetic(s)) for s in SYNTHETIC_TEST_SEEDS]
         for name, study, truth in studies:
             prepared = prepare(name, study, truth, package, regions=False, seed_package=seed)
+            if args.experts and (name in CASES or args.synthetic_margins) and truth.any():
+                key = spec if name in CASES else f"{name} {directory}"
+                expert_voxels[key] = expert_voxel_groups(prepared)
+                print(json.dumps({"expert_voxels": {key: expert_voxels[key]}}), flush=True)
             if args.experts and name in CASES:
-                expert_voxels[spec] = expert_voxel_groups(prepared)
-                print(json.dumps({"expert_voxels": {spec: expert_voxels[spec]}}), flush=True)
                 for row in expert_rows(name, prepared):
                     experts.append({**row, "package": directory})
                     print(json.dumps(experts[-1]), flush=True)
@@ -313,7 +321,7 @@ def main() -> None:
     command = (f"benchmarks/false_positive_components.py --label {args.label}" + "".join(f" --package {p}" for p in args.package)
                + (f" --seed-package {args.seed_package}" if args.seed_package else "")
                + (f" --threshold {args.threshold:g}" if args.threshold != THRESHOLD else "")
-               + (" --lesions" if args.lesions else "") + (" --experts" if args.experts else "") + (" --synthetic-large" if args.synthetic_large else ""))
+               + (" --lesions" if args.lesions else "") + (" --synthetic-margins" if args.synthetic_margins else "") + (" --experts" if args.experts else "") + (" --synthetic-large" if args.synthetic_large else ""))
     out.write_text(json.dumps({"command": command, "revision": source_revision(), "rows": rows, "experts": experts,
                                 "expert_voxels": expert_voxels}, indent=1) + "\n", encoding="utf-8")
     print(f"written {out}")
