@@ -102,6 +102,11 @@ DEFAULT_RANGES: dict[str, Any] = {
     # a probability p in [0, 1] keeps it in a fraction p of the skull-on studies, drawn from its own
     # generator so that every other draw stays as with True (issue 13, rule 80)
     "skull_on_dura": True,
+    # the infarct label: voxels whose partial-volume lesion fraction is at least this (0.5: the
+    # majority rule of every package so far). Experts draw further out, to nearly normal tissue
+    # (issue 13, benchmarks/label_margin.py); a lower value labels the fainter margin too. Reads no
+    # random number, so every study is drawn as before and only its mask changes.
+    "label_fraction": 0.5,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
     "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
@@ -245,6 +250,8 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     scale_lo, scale_hi = _checked_range(merged, "template_scale")
     if not 0.5 <= scale_lo <= scale_hi <= 2.0:
         raise ValueError(f"template_scale must be a (lo, hi) range within [0.5, 2], got {merged['template_scale']!r}")
+    if not 0.0 < float(merged["label_fraction"]) <= 1.0:
+        raise ValueError(f"label_fraction must be in (0, 1], got {merged['label_fraction']!r}")
     shell = merged["skull_on_dura"]
     if not (isinstance(shell, (bool, int, float)) and 0.0 <= float(shell) <= 1.0):
         raise ValueError(f"skull_on_dura must be true, false or a probability in [0, 1], got {shell!r}")
@@ -858,7 +865,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     if skull_stripped:
         dwi = np.where(keep, dwi, 0.0)
     dwi = dwi.astype(np.float32)
-    mask = ((lesion_fraction >= 0.5) & (brain_fraction > 0.5)).astype(np.uint8)
+    mask = ((lesion_fraction >= float(options["label_fraction"])) & (brain_fraction > 0.5)).astype(np.uint8)
     tissue = np.argmax(fractions, axis=0).astype(np.uint8)
     tissue[brain_fraction < 0.5] = 0
     canonical_adc = Volume(adc, geometry.spacing_mm, geometry.origin_mm, geometry.direction)

@@ -217,6 +217,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
                     bright_field_probability=self.bright_field_probability,
                     bright_cortex_probability=self.bright_cortex_probability,
+                    label_fraction=float(self.synthesis_ranges.get("label_fraction", 0.5)),  # as the generator labels
                 )
             )
         merged = parts[0]

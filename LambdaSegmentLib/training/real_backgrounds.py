@@ -16,7 +16,8 @@ real edges, rims and artefacts are negatives every time:
    bright as the rim makes it;
 3. only lesion-free brain tissue receives them: never outside the brain, never in CSF
    (ADC ≥ 1.6×10⁻³ mm²/s), never within ``margin_voxels`` of a real lesion; the real
-   lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5);
+   lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5, or
+   ``label_fraction``: the synthesis option of the same name, issue 13's rule 107);
 4. heavy augmentation follows on the model grid (:mod:`.window_augmentation`).
 
 Windows are cut around a lesion (``lesion_probability``) or anywhere. With
@@ -161,6 +162,7 @@ def inject_infarcts(
     margin_voxels: int = MARGIN_VOXELS,
     signal: Mapping[str, Any] | None = None,
     whole_territory: bool = False,
+    label_fraction: float = 0.5,
 ) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
     """``count`` synthetic infarcts written into the background's signals.
 
@@ -203,7 +205,7 @@ def inject_infarcts(
         fraction = np.maximum(fraction, field.sample(points).reshape(dwi.shape))
         drawn.append({"kind": plan.kind, "template_volume_ml": plan.volume_ml, "territories": plan.territories})
     fraction = np.where(allowed, fraction, 0.0).astype(np.float32)
-    injected = fraction >= 0.5
+    injected = fraction >= label_fraction  # the label; the signal is written wherever the fraction is > 0
     if fraction.any():
         # spacing along the array axes (k, j, i); factors are exactly 1 where the fraction is 0
         overrides = {**(signal or {}), **(WHOLE_TERRITORY_SIGNAL if whole_territory else {}), "b_value": study.b_value}
@@ -324,6 +326,7 @@ class RealBackgroundWindows(Dataset):
         whole_territory_per_epoch: int = 0,
         bright_field_probability: float = 0.0,
         bright_cortex_probability: float = 0.0,
+        label_fraction: float = 0.5,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -362,6 +365,9 @@ class RealBackgroundWindows(Dataset):
         self.whole_territory_per_epoch = int(whole_territory_per_epoch)
         self.bright_field_probability = float(bright_field_probability)
         self.bright_cortex_probability = float(bright_cortex_probability)
+        if not 0.0 < label_fraction <= 1.0:
+            raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
+        self.label_fraction = float(label_fraction)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -381,7 +387,8 @@ class RealBackgroundWindows(Dataset):
         faint = (not whole and self.faint_probability > 0
                  and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
         injected, label, _drawn = inject_infarcts(background, rng, count=1 if whole else count,
-                                                  signal=self.faint_signal if faint else None, whole_territory=whole)
+                                                  signal=self.faint_signal if faint else None, whole_territory=whole,
+                                                  label_fraction=self.label_fraction)
         if self.bright_cortex_probability > 0:
             cortex_rng = np.random.default_rng([self.base_seed, self.epoch, study, BRIGHT_CORTEX_STREAM])
             if cortex_rng.random() < self.bright_cortex_probability:

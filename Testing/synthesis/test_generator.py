@@ -7,7 +7,7 @@ import pytest
 
 from LambdaSegmentLib.errors import BadInputError
 from LambdaSegmentLib.io.units import ADC_UNIT_TO_CANONICAL
-from LambdaSegmentLib.synthesis import ADC_UNITS, generate
+from LambdaSegmentLib.synthesis import ADC_UNITS, check_ranges, generate
 from LambdaSegmentLib.synthesis.template import ATLAS_ENV, MAJOR_TERRITORY, load_territories, load_tissue_template
 
 # Small, quick studies: 2 mm in-plane, moderate FOV.
@@ -157,3 +157,18 @@ def test_missing_atlas_is_a_clear_error(monkeypatch, tmp_path):
 def test_unknown_option_is_refused():
     with pytest.raises(ValueError, match="unknown synthesis option"):
         generate(0, slice_thickness=5.0)
+
+
+def test_a_lower_label_fraction_widens_only_the_mask(territorial) -> None:
+    """Issue 13's rule 107: the same draw, the label out to a lesion fraction of 0.3; no signal
+    or other volume changes, the geometry stays, and the option is validated."""
+    wide = generate(11, **SMALL, slice_thickness_mm=3.0, lesion_kind="territorial", lesion_volume_ml=(8.0, 30.0),
+                    skull_stripped=True, label_fraction=0.3)
+    for name in ("dwi", "adc", "eadc", "tissue", "territory"):
+        np.testing.assert_array_equal(np.asarray(getattr(wide, name).array), np.asarray(getattr(territorial, name).array))
+    plain, widened = np.asarray(territorial.mask.array) != 0, np.asarray(wide.mask.array) != 0
+    assert (widened >= plain).all() and widened.sum() > plain.sum()
+    assert wide.mask.spacing_mm == territorial.mask.spacing_mm and wide.mask.origin_mm == territorial.mask.origin_mm
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="label_fraction"):
+            check_ranges({"label_fraction": bad})

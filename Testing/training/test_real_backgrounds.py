@@ -410,3 +410,24 @@ def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Pat
     assert flag in capsys.readouterr().err and not (tmp_path / "pkg").exists()
     assert main(train_args(tmp_path / "pkg2", flag, "1.5", "--real-backgrounds", str(tmp_path), "--real-background-studies", "1")) == 2
     assert "must be in [0, 1]" in capsys.readouterr().err and not (tmp_path / "pkg2").exists()
+
+
+@pytest.mark.needs_atlas
+def test_a_lower_label_fraction_labels_the_same_injection_wider_and_changes_no_signal(background_folder: Path) -> None:
+    """Issue 13's rule 107: the label reaches further out, the signals and the real lesion stay."""
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    widened = False
+    for seed in range(4):
+        plain, plain_label, plain_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2)
+        wide, wide_label, wide_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2, label_fraction=0.3)
+        assert plain_drawn == wide_drawn
+        np.testing.assert_array_equal(np.asarray(plain.dwi.array), np.asarray(wide.dwi.array))
+        np.testing.assert_array_equal(np.asarray(plain.adc.array), np.asarray(wide.adc.array))
+        assert (wide_label >= plain_label).all() and wide_label[background.lesion].all()
+        assert not (wide_label & ~plain_label & ~background.brain).any()
+        widened |= bool((wide_label & ~plain_label).any())
+    assert widened
+    with pytest.raises(ValueError, match="label_fraction"):
+        RealBackgroundWindows(loaded_backgrounds(background_folder), studies=1, preprocessing=TINY_PREPROCESSING,
+                              windows_per_study=1, window_slices=4, size_hw=(32, 32), base_seed=1, epoch=0, label_fraction=0.0)
