@@ -176,6 +176,9 @@ def inject_infarcts(
     them (e.g. :func:`..synthesis.generator.faint_signal_ranges`); (lo, hi) pairs in place of
     the defaults' pairs leave the random stream as without them.
 
+    ``label_fraction``: an injected voxel is labelled where its lesion fraction is at least this
+    (the synthesis option of the same name; the signal is written wherever the fraction is > 0).
+
     Returns:
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
         recomputed), the bool (nk, nj, ni) label (real ∪ injected) and what was drawn.
