@@ -159,6 +159,7 @@ def test_unknown_option_is_refused():
         generate(0, slice_thickness=5.0)
 
 
+@pytest.mark.needs_atlas
 def test_a_lower_label_fraction_widens_only_the_mask(territorial) -> None:
     """Issue 13's rule 107: the same draw, the label out to a lesion fraction of 0.3; no signal
     or other volume changes, the geometry stays, and the option is validated."""
