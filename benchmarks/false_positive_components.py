@@ -288,6 +288,8 @@ def main() -> None:
         return
     if not args.label or not args.package:
         parser.error("--label and --package are required (or --summary LABEL ...)")
+    if args.synthetic_margins and not args.experts:
+        parser.error("--synthetic-margins splits the expert voxels: give --experts too")
     seed = fold_package(args.seed_package) if args.seed_package else None
     rows, experts = [], []
     expert_voxels: dict[str, Any] = {}

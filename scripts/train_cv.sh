@@ -263,7 +263,7 @@ case "$stage" in
             Dprime) stage1_runs=runs/cv-rms-temporal-cortical-stream507-noshell; stage1_seed=50700000 ;;  # rule 106
             *) echo "train_cv.sh release: RELEASE_DRAW must be D2prime or Dprime, not $RELEASE_DRAW" >&2; exit 2 ;;
         esac
-        if [[ ${STAGE1_FROM_SCRATCH:-0} == 1 ]]; then  # both stage 1s trained again (about 2.5 hours here), not copied
+        if [[ ${STAGE1_FROM_SCRATCH:-0} == 1 ]]; then  # both stage 1s trained again (about 2.2 hours here for D', 2.5 for D2'), not copied
             S_WN='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "cortical_s0": [1.0, 1.8], "skull_on_dura": false}'
             RUNS=$release_runs/base scripts/train_cv.sh pretrain "${EXTRA[@]}"  # runs/cv-rms's stage 1
             RUNS=$release_runs scripts/train_cv.sh pretrain --init-weights "$release_runs/base/pretrain/pkg" --lr 1e-3 \

@@ -200,7 +200,7 @@ class SegmentationDataModule(L.LightningDataModule):
                 )
             )
         if self.backgrounds:
-            from LambdaSegmentLib.synthesis.generator import faint_signal_ranges  # training-time only, as the generator
+            from LambdaSegmentLib.synthesis.generator import DEFAULT_RANGES, faint_signal_ranges  # training-time only, as the generator
 
             channels = list(SyntheticWindows.preprocessing_channels(self.preprocessing))
             parts.append(
@@ -217,7 +217,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
                     bright_field_probability=self.bright_field_probability,
                     bright_cortex_probability=self.bright_cortex_probability,
-                    label_fraction=float(self.synthesis_ranges.get("label_fraction", 0.5)),  # as the generator labels
+                    label_fraction=float(self.synthesis_ranges.get("label_fraction", DEFAULT_RANGES["label_fraction"])),  # as the generator labels
                 )
             )
         merged = parts[0]
