@@ -79,7 +79,10 @@ from LambdaSegmentLib.inference import ModelPackage, load_model_package, segment
 from LambdaSegmentLib.inference.package import MANIFEST_FILE, attach_partner_network  # noqa: E402
 from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
-from LambdaSegmentLib.inference.postprocess import Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc, with_bilateral  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import (  # noqa: E402
+    Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc, relative_dwi,
+    with_bilateral, with_margin,
+)
 from LambdaSegmentLib.preprocessing.symmetry import ContralateralRegistration, contralateral_search, register_contralateral  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
@@ -104,7 +107,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
 STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral",
-         "edge_keep")
+         "edge_keep", "margin")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -128,6 +131,10 @@ GRID = {
     # whose DWI is at least this many times its mirror's is kept; only with an edge depth; off
     # first, so a tie keeps it off (issue 13's rule 93)
     "edge_keep": (None, 1.3, 1.5, 2.0),
+    # the margin step (postprocess.PostProcessing.margin_dwi_ratio): tissue within 3.5 mm of a kept
+    # lesion whose DWI is at least this many times the brain's median joins it; off first, so a
+    # tie keeps it off (issue 13's rule 109)
+    "margin": (None, 1.3, 1.4, 1.5, 1.7),
 }
 
 
@@ -144,6 +151,7 @@ class Prepared:
     depth_mm: np.ndarray
     pair: tuple[np.ndarray, np.ndarray]
     adc_ratio: np.ndarray  # postprocess.relative_adc of the study on the brain mask
+    dwi_ratio: np.ndarray  # postprocess.relative_dwi of the study on the brain mask (the margin step)
     registration: ContralateralRegistration  # the study's registered mirror (pair is its DWI pair)
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
@@ -189,7 +197,12 @@ class Prepared:
                                settings.bilateral_partner_mm)
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
-        return self.components_for(settings).mask(settings)
+        """As :func:`~LambdaSegmentLib.inference.postprocess.postprocess` cuts it: the kept
+        components, then the margin step."""
+        mask = self.components_for(settings).mask(settings)
+        if settings.margin_dwi_ratio is None:
+            return mask
+        return with_margin(mask, self.dwi_ratio, self.brain, self.study.dwi.spacing_mm, settings.margin_dwi_ratio)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:
@@ -248,7 +261,8 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
     return Prepared(
         name=name, study=study, truth=np.asarray(truth) != 0, brain=brain, probability=probability,
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=registration.pair(),
-        adc_ratio=relative_adc(np.asarray(study.adc.array), brain), registration=registration,
+        adc_ratio=relative_adc(np.asarray(study.adc.array), brain),
+        dwi_ratio=relative_dwi(np.asarray(study.dwi.array), brain), registration=registration,
         posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
         seed=seed,
     )
@@ -365,8 +379,8 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
-                           edge_keep_ratio=k)
-            for t, s, e, c, r, f, g, a, b, k in itertools.product(*axes)
+                           edge_keep_ratio=k, margin_dwi_ratio=m)
+            for t, s, e, c, r, f, g, a, b, k, m in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
             for share in (bilateral_fractions if b is not None else (0.0,))]
 

@@ -37,6 +37,14 @@ new faint component appears). Steps, in order, on those components:
    a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
    pile-up at the skull base, which radiologists rule out on the ADC map the same way.
 
+6. ``margin_dwi_ratio``: after the checks, the tissue within :data:`MARGIN_REACH_MM` of a kept
+   lesion, inside the brain, whose DWI is at least this many times the brain's median DWI joins
+   the lesion (:func:`with_margin`). Experts draw a lesion out to where its DWI fades to nearly
+   the brain's; the network stops about one voxel earlier, where the tissue is still bright but
+   its ADC nearly normal, on synthetic lesions as on real ones (issue 13's rule 109). The step
+   only widens lesions already kept, so it can neither find a new lesion nor bring back a
+   dropped one.
+
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
 
@@ -57,6 +65,9 @@ from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.io.units import brain_median
 
 CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
+# How far the margin step reaches from a kept lesion: every neighbour of a voxel on a 2 mm grid
+# (a diagonal is 3.46 mm), never a neighbouring slice of a 4-6 mm stack.
+MARGIN_REACH_MM = 3.5
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,8 @@ class PostProcessing:
             it (None = off).
         bilateral_partner_fraction: the smallest partner that counts for the bilateral check, as
             a share of the component's own voxels (0 = any partner; 0.5 = at least half its size).
+        margin_dwi_ratio: the smallest DWI / the brain's median DWI of the tissue within
+            :data:`MARGIN_REACH_MM` of a kept lesion that joins it (None = off).
     """
 
     threshold: float = 0.5
@@ -94,6 +107,7 @@ class PostProcessing:
     max_relative_adc: float | None = None
     bilateral_partner_mm: float | None = None
     bilateral_partner_fraction: float = 0.0
+    margin_dwi_ratio: float | None = None
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
@@ -110,6 +124,8 @@ class PostProcessing:
                 raise ValueError("edge_keep_ratio is set but the edge check is off: give min_edge_depth_mm too")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
+        if self.margin_dwi_ratio is not None and not (np.isfinite(self.margin_dwi_ratio) and self.margin_dwi_ratio > 0.0):
+            raise ValueError(f"margin_dwi_ratio must be a positive DWI ratio, not {self.margin_dwi_ratio}")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
 
@@ -240,6 +256,56 @@ def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
     if not median > 0:
         raise ValueError("no ADC inside the brain mask: the ADC check has nothing to compare with")
     return adc / np.float32(median)
+
+
+def relative_dwi(dwi: np.ndarray, brain: np.ndarray) -> np.ndarray:
+    """float32 (nk, nj, ni): DWI / the brain's median DWI (brain voxels with data).
+
+    Raises:
+        ValueError: no brain voxel has a DWI signal.
+    """
+    dwi = np.asarray(dwi, dtype=np.float32)
+    median = brain_median(dwi, np.asarray(brain, dtype=bool))
+    if not median > 0:
+        raise ValueError("no DWI signal inside the brain mask: the margin step has nothing to compare with")
+    return dwi / np.float32(median)
+
+
+def margin_footprint(spacing_mm: tuple[float, float, float], reach_mm: float = MARGIN_REACH_MM) -> np.ndarray:
+    """bool (2nk+1, 2nj+1, 2ni+1): the voxel offsets no further than ``reach_mm`` from the centre.
+
+    ``spacing_mm`` is in (i, j, k) order, as on a :class:`Volume`; an axis whose spacing exceeds
+    the reach gets no neighbour along it, so a thick-slice stack is grown in-plane only.
+    """
+    spacing_kji = np.asarray(spacing_mm, dtype=np.float64)[::-1]
+    reach = np.floor(reach_mm / spacing_kji).astype(int)
+    grids = np.ogrid[tuple(slice(-r, r + 1) for r in reach)]
+    return sum((g * s) ** 2 for g, s in zip(grids, spacing_kji)) <= reach_mm**2
+
+
+def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spacing_mm: tuple[float, float, float],
+                ratio: float) -> np.ndarray:
+    """uint8 (nk, nj, ni): ``mask`` with the brain tissue within :data:`MARGIN_REACH_MM` of it
+    whose ``dwi_ratio`` (:func:`relative_dwi`) is at least ``ratio`` added (one step, not repeated).
+
+    Args:
+        mask: the kept lesions, (nk, nj, ni).
+        dwi_ratio: float (nk, nj, ni), the study's DWI / the brain's median DWI.
+        brain: bool (nk, nj, ni); nothing outside it is added.
+        spacing_mm: (i, j, k) voxel spacing.
+        ratio: the smallest DWI ratio that joins.
+    """
+    mask = np.asarray(mask) != 0
+    box = ndimage.find_objects(mask.astype(np.uint8))
+    if not box:
+        return mask.astype(np.uint8)
+    footprint = margin_footprint(spacing_mm)
+    pad = [n // 2 for n in footprint.shape]
+    region = tuple(slice(max(b.start - p, 0), min(b.stop + p, n)) for b, p, n in zip(box[0], pad, mask.shape))
+    near = ndimage.binary_dilation(mask[region], structure=footprint)
+    grown = mask.copy()
+    grown[region] |= near & np.asarray(brain, dtype=bool)[region] & (np.asarray(dwi_ratio)[region] >= ratio)
+    return grown.astype(np.uint8)
 
 
 def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, grow_threshold: float | None = None) -> np.ndarray:
@@ -401,7 +467,7 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
 
     Args:
         probability: infarct probability in [0, 1].
-        dwi: the study's b≈1000 trace (for the contralateral check).
+        dwi: the study's b≈1000 trace (for the contralateral check and the margin step).
         brain: bool (nk, nj, ni) brain mask; nothing outside it is ever a lesion.
         settings: the package's :class:`PostProcessing`.
         adc: the study's ADC on the same grid (any unit; for the ADC check, which needs it).
@@ -430,4 +496,8 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         mirrored = (registration.mirrored_labels(components.labels) if registration is not None
                     else np.zeros_like(components.labels))
         components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm)
-    return probability.with_array(components.mask(settings))
+    mask = components.mask(settings)
+    if settings.margin_dwi_ratio is not None and brain.any():
+        mask = with_margin(mask, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,
+                           settings.margin_dwi_ratio)
+    return probability.with_array(mask)

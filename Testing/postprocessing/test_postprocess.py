@@ -12,8 +12,11 @@ from LambdaSegmentLib.inference.postprocess import (
     edge_depth_mm,
     find_components,
     keep_seeded_components,
+    margin_footprint,
     postprocess,
     relative_adc,
+    relative_dwi,
+    with_margin,
 )
 from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi, contralateral_search, register_contralateral
 from LambdaSegmentLib.io import Volume
@@ -278,7 +281,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "edge_keep_ratio": 1.5, "contralateral_ratio": 1.2,
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
-             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0}
+             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "margin_dwi_ratio": 1.4}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -450,3 +453,82 @@ def test_edge_depth_in_the_brain_s_box_equals_the_whole_grid_s(spacing: tuple[fl
     one = np.zeros(shape, bool)
     one[5, 20, 20] = True
     assert edge_depth_mm(one, spacing)[5, 20, 20] == pytest.approx(min(spacing))
+
+
+@pytest.mark.parametrize(
+    ("spacing", "shape_kji"),
+    [((2.0, 2.0, 2.0), (3, 3, 3)), ((0.9, 0.9, 6.0), (1, 7, 7)), ((5.0, 1.0, 1.0), (7, 7, 1)), ((1.0, 1.0, 1.0), (7, 7, 7))],
+    ids=["2 mm", "axial 6 mm slices", "sagittal 5 mm slices", "1 mm"],
+)
+def test_the_margin_reaches_3_5_mm_and_never_a_thick_slice_s_neighbour(spacing, shape_kji) -> None:  # noqa: ANN001
+    """Exactly the offsets no further than 3.5 mm: a 2 mm grid's 26 neighbours, a ball on a 1 mm
+    grid, and on 5-6 mm slices the slice itself only."""
+    footprint = margin_footprint(spacing)
+    assert footprint.shape == shape_kji
+    centre = np.asarray(shape_kji) // 2
+    lengths = np.sqrt((((np.indices(shape_kji).T - centre) * np.asarray(spacing[::-1])) ** 2).sum(axis=-1)).T
+    np.testing.assert_array_equal(footprint, lengths <= 3.5)
+    assert footprint.all() if spacing == (2.0, 2.0, 2.0) else not footprint.all()
+
+
+def margin_scene(spacing=(2.0, 2.0, 2.0)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A kept 3 x 3 x 3 lesion at (5, 10, 10) in a brain of ratio-1 tissue: a bright shell (1.6 x)
+    around it one voxel deep, a dim shell (1.2 x) one voxel further out, bright tissue far away and
+    a bright voxel next to the lesion outside the brain. Returns the mask, the DWI ratio and the brain."""
+    shape = (11, 21, 21)
+    brain = np.zeros(shape, bool)
+    brain[:, 2:19, 2:19] = True
+    brain[5, 10, 8] = False  # one voxel of the bright shell lies outside the brain
+    mask = np.zeros(shape, np.uint8)
+    mask[4:7, 9:12, 9:12] = 1
+    ratio = np.ones(shape, np.float32)
+    ratio[3:8, 8:13, 8:13] = 1.6
+    ratio[4:7, 9:12, 9:12] = 3.0
+    ratio[5, 10, 7] = 1.2  # beyond the bright shell: dim, and in any case two voxels out
+    ratio[5, 3:5, 3:5] = 2.5  # bright, far from the lesion
+    return mask, ratio * brain, brain
+
+
+def test_the_margin_step_adds_bright_tissue_next_to_kept_lesions_only() -> None:
+    mask, ratio, brain = margin_scene()
+    grown = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.4)
+    shell = np.zeros(mask.shape, bool)
+    shell[3:8, 8:13, 8:13] = True
+    np.testing.assert_array_equal(grown != 0, shell & brain)  # the shell, one step, inside the brain
+    assert grown.dtype == np.uint8 and not grown[5, 3:5, 3:5].any() and not grown[5, 10, 7]
+    assert not with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.7)[mask == 0].any()  # the shell is 1.6 x
+    np.testing.assert_array_equal(with_margin(np.zeros_like(mask), ratio, brain, (2.0, 2.0, 2.0), 1.4), 0)
+
+
+def test_the_margin_step_grows_a_thick_slice_stack_in_plane_only() -> None:
+    mask, ratio, brain = margin_scene()
+    bright = (ratio >= 1.4) & brain
+    grown = with_margin(mask, ratio, brain, (0.9, 0.9, 6.0), 1.4) != 0
+    assert not grown[3].any() and not grown[7].any()  # the slices above and below stay as they were
+    np.testing.assert_array_equal(grown[4:7], bright[4:7] & (np.abs(np.indices((3, 21, 21))[1:] - 10).max(axis=0) <= 2))
+    # sagittal 5 mm slices (the slice axis is i, the array's last): nothing grows along i
+    sagittal = with_margin(mask, ratio, brain, (5.0, 1.0, 1.0), 1.4) != 0
+    assert not sagittal[:, :, 8].any() and not sagittal[:, :, 12].any()
+    np.testing.assert_array_equal(sagittal[:, :, 9:12], bright[:, :, 9:12] & (np.abs(np.indices((11, 21, 3))[:2] - np.array([5, 10])[:, None, None, None]).max(axis=0) <= 2))
+
+
+def test_postprocess_applies_the_margin_after_the_checks() -> None:
+    """The step widens what the checks kept and never brings back what they dropped."""
+    mask, ratio, brain = margin_scene()
+    spacing = (2.0, 2.0, 2.0)
+    probability = mask.astype(np.float32)
+    probability[5, 3, 3] = 0.9  # a one-voxel candidate in the far bright patch, dropped by the size check
+    dwi = Volume((ratio * 200.0).astype(np.float32), spacing)
+    np.testing.assert_allclose(np.median(relative_dwi(dwi.array, brain)[brain]), 1.0)
+    run = lambda **kw: np.asarray(postprocess(dwi.with_array(probability), dwi, brain, PostProcessing(**kw)).array)  # noqa: E731
+    np.testing.assert_array_equal(run(min_lesion_ml=0.05, margin_dwi_ratio=1.4), with_margin(mask, ratio, brain, spacing, 1.4))
+    assert run(min_lesion_ml=0.05).sum() == 27
+    assert run(margin_dwi_ratio=1.4)[5, 3:5, 3:5].sum() == 4  # a kept candidate there grows into its own bright patch
+
+
+def test_the_margin_setting_is_validated_and_needs_a_dwi_signal() -> None:
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="margin_dwi_ratio must be a positive DWI ratio"):
+            PostProcessing(margin_dwi_ratio=bad)
+    with pytest.raises(ValueError, match="no DWI signal inside the brain mask"):
+        relative_dwi(np.zeros((4, 4, 4), np.float32), np.ones((4, 4, 4), bool))
