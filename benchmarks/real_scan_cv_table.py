@@ -82,6 +82,8 @@ def settings(post: dict) -> str:
         fraction = post.get("bilateral_partner_fraction") or 0.0
         parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm"
                      + (f", partner ≥ {fraction:g} × its size)" if fraction else ")"))
+    if post.get("margin_dwi_ratio") is not None:
+        parts.append(f"margin ≥ {post['margin_dwi_ratio']:g} × DWI")
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -160,3 +160,11 @@ def test_the_threshold_grid_is_the_one_given(cv) -> None:
     assert [s.threshold for s in cv.candidate_settings(("threshold",), (0.1, 0.2, 0.3))] == [0.1, 0.2, 0.3]
     # a threshold that is not searched stays at 0.5, whatever values were given
     assert {s.threshold for s in cv.candidate_settings(("edge",), (0.1, 0.2))} == {0.5}
+
+
+def test_the_margin_step_is_searched_from_off_and_named_in_the_ablation_table(cv, load_script) -> None:
+    """Rule 109's grid, off first so that a tie keeps it off; a search without the step never sets it."""
+    assert [s.margin_dwi_ratio for s in cv.candidate_settings(("margin",))] == [None, 1.3, 1.4, 1.5, 1.7]
+    assert all(s.margin_dwi_ratio is None for s in cv.candidate_settings(("threshold", "edge", "contralateral")))
+    table = load_script("benchmarks/real_scan_cv_table.py")
+    assert table.settings(PostProcessing(threshold=0.5, margin_dwi_ratio=1.4).as_dict()) == "t 0.5, margin ≥ 1.4 × DWI"
