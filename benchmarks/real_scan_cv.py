@@ -107,7 +107,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
 STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral",
-         "edge_keep", "margin")
+         "edge_keep", "margin", "margin_fraction")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -135,7 +135,14 @@ GRID = {
     # lesion whose DWI is at least this many times the brain's median joins it; off first, so a
     # tie keeps it off (issue 13's rule 109)
     "margin": (None, 1.3, 1.4, 1.5, 1.7),
+    # the margin as a share of each lesion's own excess DWI (postprocess.PostProcessing.
+    # margin_lesion_fraction), its floor margin_dwi_ratio at MARGIN_FLOOR unless the margin step is
+    # searched as well; off first (issue 13's rule 110)
+    "margin_fraction": (None, 0.2, 0.3, 0.4, 0.5),
 }
+# the margin step's floor where only margin_fraction is searched: below it lies the tissue just
+# outside both the experts' labels (1.08-1.10 x the brain's DWI) and the generator's (1.21 x)
+MARGIN_FLOOR = 1.2
 
 
 @dataclass
@@ -202,7 +209,8 @@ class Prepared:
         mask = self.components_for(settings).mask(settings)
         if settings.margin_dwi_ratio is None:
             return mask
-        return with_margin(mask, self.dwi_ratio, self.brain, self.study.dwi.spacing_mm, settings.margin_dwi_ratio)
+        return with_margin(mask, self.dwi_ratio, self.brain, self.study.dwi.spacing_mm, settings.margin_dwi_ratio,
+                           settings.margin_lesion_fraction)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:
@@ -379,9 +387,11 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
-                           edge_keep_ratio=k, margin_dwi_ratio=m)
-            for t, s, e, c, r, f, g, a, b, k, m in itertools.product(*axes)
+                           edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
+                           margin_lesion_fraction=q)
+            for t, s, e, c, r, f, g, a, b, k, m, q in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
+            and (q is None or m is not None or "margin" not in steps)
             for share in (bilateral_fractions if b is not None else (0.0,))]
 
 

@@ -43,7 +43,12 @@ new faint component appears). Steps, in order, on those components:
    the brain's; the network stops about one voxel earlier, where the tissue is still bright but
    its ADC nearly normal, on synthetic lesions as on real ones (issue 13's rule 109). The step
    only widens lesions already kept, so it can neither find a new lesion nor bring back a
-   dropped one.
+   dropped one. With ``margin_lesion_fraction`` c, each lesion's cut-off is instead
+   max(``margin_dwi_ratio``, 1 + c (L - 1)), L its median DWI over the brain's median: a voxel
+   holding a share f of a lesion of DWI L in tissue near the brain's median has a DWI of about
+   1 + f (L - 1), so c is the smallest share of the lesion joined (what the generator's
+   ``label_fraction`` means for a synthetic label), and a faint embolus gets a lower cut-off than
+   a bright territorial infarct (issue 13's rule 110).
 
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
@@ -94,6 +99,9 @@ class PostProcessing:
             a share of the component's own voxels (0 = any partner; 0.5 = at least half its size).
         margin_dwi_ratio: the smallest DWI / the brain's median DWI of the tissue within
             :data:`MARGIN_REACH_MM` of a kept lesion that joins it (None = off).
+        margin_lesion_fraction: with the margin step, the smallest share of a lesion's own excess
+            DWI (over the brain's median) that joins it; ``margin_dwi_ratio`` stays the floor
+            (None = the floor alone).
     """
 
     threshold: float = 0.5
@@ -108,6 +116,7 @@ class PostProcessing:
     bilateral_partner_mm: float | None = None
     bilateral_partner_fraction: float = 0.0
     margin_dwi_ratio: float | None = None
+    margin_lesion_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
@@ -126,6 +135,11 @@ class PostProcessing:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.margin_dwi_ratio is not None and not (np.isfinite(self.margin_dwi_ratio) and self.margin_dwi_ratio > 0.0):
             raise ValueError(f"margin_dwi_ratio must be a positive DWI ratio, not {self.margin_dwi_ratio}")
+        if self.margin_lesion_fraction is not None:
+            if not (np.isfinite(self.margin_lesion_fraction) and 0.0 < self.margin_lesion_fraction <= 1.0):
+                raise ValueError(f"margin_lesion_fraction must be a share in (0, 1], not {self.margin_lesion_fraction}")
+            if self.margin_dwi_ratio is None:
+                raise ValueError("margin_lesion_fraction is set but the margin step is off: give margin_dwi_ratio too")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
 
@@ -284,16 +298,18 @@ def margin_footprint(spacing_mm: tuple[float, float, float], reach_mm: float = M
 
 
 def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spacing_mm: tuple[float, float, float],
-                ratio: float) -> np.ndarray:
+                ratio: float, lesion_fraction: float | None = None) -> np.ndarray:
     """uint8 (nk, nj, ni): ``mask`` with the brain tissue within :data:`MARGIN_REACH_MM` of it
-    whose ``dwi_ratio`` (:func:`relative_dwi`) is at least ``ratio`` added (one step, not repeated).
+    whose ``dwi_ratio`` (:func:`relative_dwi`) is at least the cut-off added (one step, not repeated).
 
     Args:
         mask: the kept lesions, (nk, nj, ni).
         dwi_ratio: float (nk, nj, ni), the study's DWI / the brain's median DWI.
         brain: bool (nk, nj, ni); nothing outside it is added.
         spacing_mm: (i, j, k) voxel spacing.
-        ratio: the smallest DWI ratio that joins.
+        ratio: the smallest DWI ratio that joins (the cut-off, or its floor).
+        lesion_fraction: c: each 26-connected lesion's cut-off is max(``ratio``, 1 + c (L - 1)), L
+            its median ``dwi_ratio``; tissue near two lesions needs the higher cut-off. None: ``ratio``.
     """
     mask = np.asarray(mask) != 0
     box = ndimage.find_objects(mask.astype(np.uint8))
@@ -303,8 +319,18 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
     pad = [n // 2 for n in footprint.shape]
     region = tuple(slice(max(b.start - p, 0), min(b.stop + p, n)) for b, p, n in zip(box[0], pad, mask.shape))
     near = ndimage.binary_dilation(mask[region], structure=footprint)
+    local_ratio = np.asarray(dwi_ratio)[region]
+    if lesion_fraction is None:
+        cutoff: np.ndarray | float = ratio
+    else:
+        labels, count = ndimage.label(mask[region], structure=CONNECTIVITY_26)
+        inside = labels[labels > 0]
+        median = np.asarray(ndimage.median(local_ratio[labels > 0], inside, np.arange(1, count + 1)), dtype=np.float64)
+        per_lesion = np.concatenate([[0.0], np.maximum(ratio, 1.0 + lesion_fraction * (median.reshape(-1) - 1.0))])
+        # each voxel near a lesion gets the highest cut-off of the lesions it is near
+        cutoff = ndimage.grey_dilation(per_lesion[labels], footprint=footprint, mode="constant", cval=0.0)
     grown = mask.copy()
-    grown[region] |= near & np.asarray(brain, dtype=bool)[region] & (np.asarray(dwi_ratio)[region] >= ratio)
+    grown[region] |= near & np.asarray(brain, dtype=bool)[region] & (local_ratio >= cutoff)
     return grown.astype(np.uint8)
 
 
@@ -499,5 +525,5 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
     mask = components.mask(settings)
     if settings.margin_dwi_ratio is not None and brain.any():
         mask = with_margin(mask, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,
-                           settings.margin_dwi_ratio)
+                           settings.margin_dwi_ratio, settings.margin_lesion_fraction)
     return probability.with_array(mask)

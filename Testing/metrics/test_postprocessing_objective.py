@@ -168,3 +168,12 @@ def test_the_margin_step_is_searched_from_off_and_named_in_the_ablation_table(cv
     assert all(s.margin_dwi_ratio is None for s in cv.candidate_settings(("threshold", "edge", "contralateral")))
     table = load_script("benchmarks/real_scan_cv_table.py")
     assert table.settings(PostProcessing(threshold=0.5, margin_dwi_ratio=1.4).as_dict()) == "t 0.5, margin ≥ 1.4 × DWI"
+
+
+def test_the_margin_share_is_searched_over_the_fixed_floor_unless_the_margin_is_searched_too(cv) -> None:
+    """Rule 110's grid: off, then c = 0.2-0.5 over the floor 1.2; with the margin step searched as
+    well, every share over every margin ratio and no share without one."""
+    alone = [(s.margin_dwi_ratio, s.margin_lesion_fraction) for s in cv.candidate_settings(("margin_fraction",))]
+    assert alone == [(None, None), (1.2, 0.2), (1.2, 0.3), (1.2, 0.4), (1.2, 0.5)]
+    both = {(s.margin_dwi_ratio, s.margin_lesion_fraction) for s in cv.candidate_settings(("margin", "margin_fraction"))}
+    assert len(both) == 1 + 4 * 5 and (None, None) in both and all(m is not None for m, q in both if q is not None)

@@ -281,7 +281,8 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "edge_keep_ratio": 1.5, "contralateral_ratio": 1.2,
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
-             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "margin_dwi_ratio": 1.4}
+             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "margin_dwi_ratio": 1.4,
+             "margin_lesion_fraction": 0.3}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -532,3 +533,43 @@ def test_the_margin_setting_is_validated_and_needs_a_dwi_signal() -> None:
             PostProcessing(margin_dwi_ratio=bad)
     with pytest.raises(ValueError, match="no DWI signal inside the brain mask"):
         relative_dwi(np.zeros((4, 4, 4), np.float32), np.ones((4, 4, 4), bool))
+
+
+def test_the_margin_as_a_share_of_each_lesion_s_own_brightness() -> None:
+    """Two lesions in one study: a faint one (median 1.8 x) and a bright one (3.0 x), each with a
+    shell at 1.3 x and a voxel at 1.5 x beside it. At c = 0.3 the faint lesion's cut-off is
+    max(1.2, 1 + 0.3 x 0.8) = 1.24 and the bright one's 1 + 0.3 x 2 = 1.6: the faint lesion takes
+    its shell, the bright one neither."""
+    shape = (9, 30, 30)
+    brain = np.ones(shape, bool)
+    mask = np.zeros(shape, np.uint8)
+    ratio = np.ones(shape, np.float32)
+    ratio[3:6, 4:9, 4:9] = 1.3
+    ratio[3:6, 18:23, 18:23] = 1.3
+    mask[4, 5:8, 5:8] = 1
+    ratio[4, 5:8, 5:8] = 1.8
+    mask[4, 19:22, 19:22] = 1
+    ratio[4, 19:22, 19:22] = 3.0
+    ratio[4, 6, 4] = ratio[4, 20, 18] = 1.5
+    grown = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2, lesion_fraction=0.3) != 0
+    faint_shell = np.zeros(shape, bool)
+    faint_shell[3:6, 4:9, 4:9] = True
+    np.testing.assert_array_equal(grown[:, :15, :15], faint_shell[:, :15, :15])
+    np.testing.assert_array_equal(grown[:, 15:, 15:], mask[:, 15:, 15:] != 0)  # 1.5 < 1.6: nothing joins
+    # the floor alone (rule 109) takes both shells; a high floor overrides a low share
+    assert (with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2) != 0)[:, 15:, 15:].sum() == 75
+    assert not (with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.55, lesion_fraction=0.1)[:, :15, :15] != 0)[ratio[:, :15, :15] < 1.55].any()
+    # tissue near both a faint and a bright lesion needs the bright one's cut-off
+    both = np.zeros((5, 5, 12), np.uint8)
+    both[2, 2, 2] = both[2, 2, 4] = 1
+    between = np.ones(both.shape, np.float32)
+    between[2, 2, 2], between[2, 2, 4], between[2, 2, 3] = 1.5, 4.0, 1.6
+    assert not with_margin(both, between, np.ones(both.shape, bool), (2.0, 2.0, 2.0), 1.2, lesion_fraction=0.3)[2, 2, 3]
+
+
+def test_the_lesion_share_needs_the_margin_step_and_a_share() -> None:
+    with pytest.raises(ValueError, match="margin step is off"):
+        PostProcessing(margin_lesion_fraction=0.3)
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="margin_lesion_fraction must be a share"):
+            PostProcessing(margin_dwi_ratio=1.2, margin_lesion_fraction=bad)
