@@ -71,7 +71,8 @@ def main() -> None:
     folds = {}
     for fold, entry in result["folds"].items():
         package = load_model_package(REPO / entry["package_dir"])
-        settings = replace(PostProcessing(**entry["postprocessing"]), margin_dwi_ratio=None, margin_lesion_fraction=None)
+        settings = replace(PostProcessing(**entry["postprocessing"]), margin_dwi_ratio=None, margin_lesion_fraction=None,
+                           margin_mirror_ratio=None)
         study, truth = load_real(entry["held_out_case"], False)
         prepared = prepare(entry["held_out_case"], study, truth, package, regions=False)
         mask = prepared.mask(settings) != 0

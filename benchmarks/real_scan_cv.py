@@ -107,7 +107,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
 STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral",
-         "edge_keep", "margin", "margin_fraction")
+         "edge_keep", "margin", "margin_fraction", "margin_mirror")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -139,6 +139,10 @@ GRID = {
     # margin_lesion_fraction), its floor margin_dwi_ratio at MARGIN_FLOOR unless the margin step is
     # searched as well; off first (issue 13's rule 110)
     "margin_fraction": (None, 0.2, 0.3, 0.4, 0.5),
+    # the margin's mirror check (postprocess.PostProcessing.margin_mirror_ratio): searched, it is on
+    # in every setting with a margin and off in every one without (issue 13's rule 111), so it is
+    # never chosen for or against by itself
+    "margin_mirror": (None, 1.2),
 }
 # the margin step's floor where only margin_fraction is searched: below it lies the tissue just
 # outside both the experts' labels (1.08-1.10 x the brain's DWI) and the generator's (1.21 x)
@@ -209,8 +213,9 @@ class Prepared:
         mask = self.components_for(settings).mask(settings)
         if settings.margin_dwi_ratio is None:
             return mask
+        mirror = None if settings.margin_mirror_ratio is None else (*self.pair, settings.margin_mirror_ratio)
         return with_margin(mask, self.dwi_ratio, self.brain, self.study.dwi.spacing_mm, settings.margin_dwi_ratio,
-                           settings.margin_lesion_fraction)
+                           settings.margin_lesion_fraction, mirror)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:
@@ -388,10 +393,11 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
                            edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
-                           margin_lesion_fraction=q)
-            for t, s, e, c, r, f, g, a, b, k, m, q in itertools.product(*axes)
+                           margin_lesion_fraction=q, margin_mirror_ratio=w)
+            for t, s, e, c, r, f, g, a, b, k, m, q, w in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
             and (q is None or m is not None or "margin" not in steps)
+            and ("margin_mirror" not in steps or (w is None) == (m is None and q is None))
             for share in (bilateral_fractions if b is not None else (0.0,))]
 
 

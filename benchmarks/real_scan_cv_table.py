@@ -84,7 +84,8 @@ def settings(post: dict) -> str:
                      + (f", partner ≥ {fraction:g} × its size)" if fraction else ")"))
     if post.get("margin_dwi_ratio") is not None:
         parts.append(f"margin ≥ {post['margin_dwi_ratio']:g} × DWI"
-                     + (f" and {post['margin_lesion_fraction']:g} of the lesion's" if post.get("margin_lesion_fraction") else ""))
+                     + (f" and {post['margin_lesion_fraction']:g} of the lesion's" if post.get("margin_lesion_fraction") else "")
+                     + (f" and {post['margin_mirror_ratio']:g} × mirror" if post.get("margin_mirror_ratio") else ""))
     if post.get("test_time_flips"):
         parts.append("flips")
     return ", ".join(parts)

@@ -48,7 +48,10 @@ new faint component appears). Steps, in order, on those components:
    holding a share f of a lesion of DWI L in tissue near the brain's median has a DWI of about
    1 + f (L - 1), so c is the smallest share of the lesion joined (what the generator's
    ``label_fraction`` means for a synthetic label), and a faint embolus gets a lower cut-off than
-   a bright territorial infarct (issue 13's rule 110).
+   a bright territorial infarct (issue 13's rule 110). With ``margin_mirror_ratio``, a voxel
+   joins only where its smoothed DWI is at least that many times its registered mirror's (the
+   contralateral check's images): an infarct's margin is one-sided, while the skull-base
+   susceptibility patches a kept mark may sit in are bilateral in kind (issue 13's rule 111).
 
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
@@ -102,6 +105,8 @@ class PostProcessing:
         margin_lesion_fraction: with the margin step, the smallest share of a lesion's own excess
             DWI (over the brain's median) that joins it; ``margin_dwi_ratio`` stays the floor
             (None = the floor alone).
+        margin_mirror_ratio: with the margin step, the smallest smoothed DWI / registered mirror
+            DWI of a voxel that joins (None = no mirror check).
     """
 
     threshold: float = 0.5
@@ -117,6 +122,7 @@ class PostProcessing:
     bilateral_partner_fraction: float = 0.0
     margin_dwi_ratio: float | None = None
     margin_lesion_fraction: float | None = None
+    margin_mirror_ratio: float | None = None
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
@@ -140,6 +146,11 @@ class PostProcessing:
                 raise ValueError(f"margin_lesion_fraction must be a share in (0, 1], not {self.margin_lesion_fraction}")
             if self.margin_dwi_ratio is None:
                 raise ValueError("margin_lesion_fraction is set but the margin step is off: give margin_dwi_ratio too")
+        if self.margin_mirror_ratio is not None:
+            if not (np.isfinite(self.margin_mirror_ratio) and self.margin_mirror_ratio > 0.0):
+                raise ValueError(f"margin_mirror_ratio must be a positive DWI ratio, not {self.margin_mirror_ratio}")
+            if self.margin_dwi_ratio is None:
+                raise ValueError("margin_mirror_ratio is set but the margin step is off: give margin_dwi_ratio too")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
 
@@ -174,8 +185,9 @@ class PostProcessing:
 
     @property
     def needs_registration(self) -> bool:
-        """Whether a step reads the study's registered mirror (the ratio or the bilateral pairs)."""
-        return self.needs_contralateral or self.bilateral_partner_mm is not None
+        """Whether a step reads the study's registered mirror (the ratio, the bilateral pairs or the
+        margin's mirror check)."""
+        return self.needs_contralateral or self.bilateral_partner_mm is not None or self.margin_mirror_ratio is not None
 
     @property
     def needs_adc(self) -> bool:
@@ -298,7 +310,8 @@ def margin_footprint(spacing_mm: tuple[float, float, float], reach_mm: float = M
 
 
 def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spacing_mm: tuple[float, float, float],
-                ratio: float, lesion_fraction: float | None = None) -> np.ndarray:
+                ratio: float, lesion_fraction: float | None = None,
+                mirror: tuple[np.ndarray, np.ndarray, float] | None = None) -> np.ndarray:
     """uint8 (nk, nj, ni): ``mask`` with the brain tissue within :data:`MARGIN_REACH_MM` of it
     whose ``dwi_ratio`` (:func:`relative_dwi`) is at least the cut-off added (one step, not repeated).
 
@@ -310,6 +323,9 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
         ratio: the smallest DWI ratio that joins (the cut-off, or its floor).
         lesion_fraction: c: each 26-connected lesion's cut-off is max(``ratio``, 1 + c (L - 1)), L
             its median ``dwi_ratio``; tissue near two lesions needs the higher cut-off. None: ``ratio``.
+        mirror: (dwi_smoothed, contralateral, r), float (nk, nj, ni) twice
+            (:meth:`~LambdaSegmentLib.preprocessing.symmetry.ContralateralRegistration.pair`) and the
+            ratio: a voxel joins only where ``dwi_smoothed >= r * contralateral``. None: no check.
     """
     mask = np.asarray(mask) != 0
     box = ndimage.find_objects(mask.astype(np.uint8))
@@ -329,8 +345,12 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
         per_lesion = np.concatenate([[0.0], np.maximum(ratio, 1.0 + lesion_fraction * (median.reshape(-1) - 1.0))])
         # each voxel near a lesion gets the highest cut-off of the lesions it is near
         cutoff = ndimage.grey_dilation(per_lesion[labels], footprint=footprint, mode="constant", cval=0.0)
+    joins = near & np.asarray(brain, dtype=bool)[region] & (local_ratio >= cutoff)
+    if mirror is not None:
+        own, other, mirror_ratio = mirror
+        joins &= np.asarray(own)[region] >= mirror_ratio * np.asarray(other)[region]
     grown = mask.copy()
-    grown[region] |= near & np.asarray(brain, dtype=bool)[region] & (local_ratio >= cutoff)
+    grown[region] |= joins
     return grown.astype(np.uint8)
 
 
@@ -504,9 +524,10 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
 
     brain = np.asarray(brain, dtype=bool)
     registration = register_contralateral(dwi, brain) if settings.needs_registration and brain.any() else None
-    pair = registration.pair() if registration is not None and settings.needs_contralateral else (None, None)
-    if pair[1] is not None:
-        pair = (pair[0], contralateral_search(pair[1], dwi, settings.contralateral_search_mm))
+    mirror_pair = (registration.pair() if registration is not None
+                   and (settings.needs_contralateral or settings.margin_mirror_ratio is not None) else (None, None))
+    pair = (mirror_pair[0], contralateral_search(mirror_pair[1], dwi, settings.contralateral_search_mm)
+            if settings.needs_contralateral and mirror_pair[1] is not None else None)
     components = find_components(
         np.asarray(probability.array),
         settings.threshold,
@@ -524,6 +545,8 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm)
     mask = components.mask(settings)
     if settings.margin_dwi_ratio is not None and brain.any():
+        mirror = ((*mirror_pair, settings.margin_mirror_ratio)
+                  if settings.margin_mirror_ratio is not None and mirror_pair[1] is not None else None)
         mask = with_margin(mask, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,
-                           settings.margin_dwi_ratio, settings.margin_lesion_fraction)
+                           settings.margin_dwi_ratio, settings.margin_lesion_fraction, mirror)
     return probability.with_array(mask)

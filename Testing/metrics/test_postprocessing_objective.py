@@ -177,3 +177,12 @@ def test_the_margin_share_is_searched_over_the_fixed_floor_unless_the_margin_is_
     assert alone == [(None, None), (1.2, 0.2), (1.2, 0.3), (1.2, 0.4), (1.2, 0.5)]
     both = {(s.margin_dwi_ratio, s.margin_lesion_fraction) for s in cv.candidate_settings(("margin", "margin_fraction"))}
     assert len(both) == 1 + 4 * 5 and (None, None) in both and all(m is not None for m, q in both if q is not None)
+
+
+def test_the_margin_s_mirror_check_is_on_exactly_where_the_margin_is(cv) -> None:
+    """Rule 111: with the step searched, the check rides with every margin and never alone, so the
+    search cannot choose the margin without it; unsearched, it is never set."""
+    settings = cv.candidate_settings(("margin_fraction", "margin_mirror"))
+    assert [(s.margin_lesion_fraction, s.margin_mirror_ratio) for s in settings] == [
+        (None, None), (0.2, 1.2), (0.3, 1.2), (0.4, 1.2), (0.5, 1.2)]
+    assert all(s.margin_mirror_ratio is None for s in cv.candidate_settings(("margin_fraction",)))

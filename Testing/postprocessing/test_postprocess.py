@@ -282,7 +282,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "margin_dwi_ratio": 1.4,
-             "margin_lesion_fraction": 0.3}
+             "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -573,3 +573,22 @@ def test_the_lesion_share_needs_the_margin_step_and_a_share() -> None:
     for bad in (0.0, 1.5, float("nan")):
         with pytest.raises(ValueError, match="margin_lesion_fraction must be a share"):
             PostProcessing(margin_dwi_ratio=1.2, margin_lesion_fraction=bad)
+
+
+def test_the_margin_s_mirror_check_keeps_one_sided_tissue_and_drops_bilateral() -> None:
+    """``head``'s one-sided blob and its bilateral pair, each marked by a smaller kept core: with
+    the mirror check the one-sided blob's bright rim joins, the bilateral blob's does not."""
+    dwi, brain, (one_sided, bilateral) = head(np.eye(3), spacing=(2.0, 2.0, 2.0), shape_kji=(40, 56, 48))
+    core = lambda blob: ndimage.binary_erosion(blob, iterations=1)  # noqa: E731
+    marks = core(one_sided) | core(bilateral)
+    probability = dwi.with_array(marks.astype(np.float32))
+    run = lambda **kw: np.asarray(postprocess(probability, dwi, brain, PostProcessing(margin_dwi_ratio=1.2, **kw)).array) != 0  # noqa: E731
+    plain, checked = run(), run(margin_mirror_ratio=1.2)
+    assert (plain & one_sided & ~marks).sum() > 0 and (plain & bilateral & ~marks).sum() > 0
+    np.testing.assert_array_equal((checked & one_sided), (plain & one_sided))  # the one-sided rim joins as before
+    assert not (checked & bilateral & ~marks).any()  # the bilateral blob keeps its core only
+    assert PostProcessing(margin_dwi_ratio=1.2, margin_mirror_ratio=1.2).needs_registration
+    with pytest.raises(ValueError, match="margin step is off"):
+        PostProcessing(margin_mirror_ratio=1.2)
+    with pytest.raises(ValueError, match="margin_mirror_ratio must be a positive DWI ratio"):
+        PostProcessing(margin_dwi_ratio=1.2, margin_mirror_ratio=0.0)
