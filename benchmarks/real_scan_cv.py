@@ -81,7 +81,7 @@ from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import (  # noqa: E402
     Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc, relative_dwi,
-    with_bilateral, with_margin,
+    apply_margin, with_bilateral,
 )
 from LambdaSegmentLib.preprocessing.symmetry import ContralateralRegistration, contralateral_search, register_contralateral  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
@@ -210,12 +210,8 @@ class Prepared:
     def mask(self, settings: PostProcessing) -> np.ndarray:
         """As :func:`~LambdaSegmentLib.inference.postprocess.postprocess` cuts it: the kept
         components, then the margin step."""
-        mask = self.components_for(settings).mask(settings)
-        if settings.margin_dwi_ratio is None:
-            return mask
-        mirror = None if settings.margin_mirror_ratio is None else (*self.pair, settings.margin_mirror_ratio)
-        return with_margin(mask, self.dwi_ratio, self.brain, self.study.dwi.spacing_mm, settings.margin_dwi_ratio,
-                           settings.margin_lesion_fraction, mirror)
+        return apply_margin(self.components_for(settings).mask(settings), settings, self.dwi_ratio, self.brain,
+                            self.study.dwi.spacing_mm, self.pair)
 
 
 def network_probability(segmentation: Segmentation) -> np.ndarray:

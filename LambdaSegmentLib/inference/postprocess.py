@@ -132,11 +132,7 @@ class PostProcessing:
                              f"not {self.bilateral_partner_fraction}")
         if self.bilateral_partner_fraction > 0.0 and self.bilateral_partner_mm is None:
             raise ValueError("bilateral_partner_fraction is set but the bilateral check is off: give bilateral_partner_mm too")
-        if self.edge_keep_ratio is not None:
-            if not (np.isfinite(self.edge_keep_ratio) and self.edge_keep_ratio > 0.0):
-                raise ValueError(f"edge_keep_ratio must be a positive DWI ratio, not {self.edge_keep_ratio}")
-            if self.min_edge_depth_mm is None:
-                raise ValueError("edge_keep_ratio is set but the edge check is off: give min_edge_depth_mm too")
+        check_ratio_of_step("edge_keep_ratio", self.edge_keep_ratio, "edge check", "min_edge_depth_mm", self.min_edge_depth_mm)
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.margin_dwi_ratio is not None and not (np.isfinite(self.margin_dwi_ratio) and self.margin_dwi_ratio > 0.0):
@@ -146,11 +142,8 @@ class PostProcessing:
                 raise ValueError(f"margin_lesion_fraction must be a share in (0, 1], not {self.margin_lesion_fraction}")
             if self.margin_dwi_ratio is None:
                 raise ValueError("margin_lesion_fraction is set but the margin step is off: give margin_dwi_ratio too")
-        if self.margin_mirror_ratio is not None:
-            if not (np.isfinite(self.margin_mirror_ratio) and self.margin_mirror_ratio > 0.0):
-                raise ValueError(f"margin_mirror_ratio must be a positive DWI ratio, not {self.margin_mirror_ratio}")
-            if self.margin_dwi_ratio is None:
-                raise ValueError("margin_mirror_ratio is set but the margin step is off: give margin_dwi_ratio too")
+        check_ratio_of_step("margin_mirror_ratio", self.margin_mirror_ratio, "margin step", "margin_dwi_ratio",
+                            self.margin_dwi_ratio)
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
 
@@ -192,6 +185,17 @@ class PostProcessing:
     @property
     def needs_adc(self) -> bool:
         return self.max_relative_adc is not None
+
+
+def check_ratio_of_step(name: str, value: float | None, step: str, switch_name: str, switch: float | None) -> None:
+    """Refuse a DWI-ratio setting ``name`` that is not a positive finite number, or that is set
+    while the step it refines (switched on by ``switch_name``) is off."""
+    if value is None:
+        return
+    if not (np.isfinite(value) and value > 0.0):
+        raise ValueError(f"{name} must be a positive DWI ratio, not {value}")
+    if switch is None:
+        raise ValueError(f"{name} is set but the {step} is off: give {switch_name} too")
 
 
 @dataclass(frozen=True)
@@ -277,11 +281,7 @@ def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: no brain voxel has an ADC (the study loader refuses such maps first).
     """
-    adc = np.asarray(adc, dtype=np.float32)
-    median = brain_median(adc, np.asarray(brain, dtype=bool))
-    if not median > 0:
-        raise ValueError("no ADC inside the brain mask: the ADC check has nothing to compare with")
-    return adc / np.float32(median)
+    return over_brain_median(adc, brain, "no ADC inside the brain mask: the ADC check has nothing to compare with")
 
 
 def relative_dwi(dwi: np.ndarray, brain: np.ndarray) -> np.ndarray:
@@ -290,11 +290,18 @@ def relative_dwi(dwi: np.ndarray, brain: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: no brain voxel has a DWI signal.
     """
-    dwi = np.asarray(dwi, dtype=np.float32)
-    median = brain_median(dwi, np.asarray(brain, dtype=bool))
+    return over_brain_median(dwi, brain, "no DWI signal inside the brain mask: the margin step has nothing to compare with")
+
+
+def over_brain_median(values: np.ndarray, brain: np.ndarray, empty_message: str) -> np.ndarray:
+    """float32 (nk, nj, ni): ``values`` / their median over brain voxels with data
+    (:func:`~LambdaSegmentLib.io.units.brain_median`); ``empty_message`` is the ValueError's when
+    there is none."""
+    values = np.asarray(values, dtype=np.float32)
+    median = brain_median(values, np.asarray(brain, dtype=bool))
     if not median > 0:
-        raise ValueError("no DWI signal inside the brain mask: the margin step has nothing to compare with")
-    return dwi / np.float32(median)
+        raise ValueError(empty_message)
+    return values / np.float32(median)
 
 
 def margin_footprint(spacing_mm: tuple[float, float, float], reach_mm: float = MARGIN_REACH_MM) -> np.ndarray:
@@ -352,6 +359,22 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
     grown = mask.copy()
     grown[region] |= joins
     return grown.astype(np.uint8)
+
+
+def apply_margin(mask: np.ndarray, settings: PostProcessing, dwi_ratio: np.ndarray, brain: np.ndarray,
+                 spacing_mm: tuple[float, float, float], pair: tuple[np.ndarray | None, np.ndarray | None]) -> np.ndarray:
+    """``settings``' margin step on the kept lesions ``mask`` (unchanged when the step is off), as
+    :func:`postprocess` and the post-processing search apply it.
+
+    Args:
+        dwi_ratio: :func:`relative_dwi` of the study.
+        pair: (dwi_smoothed, contralateral) of the study's registered mirror
+            (``ContralateralRegistration.pair``); read only with ``margin_mirror_ratio``.
+    """
+    if settings.margin_dwi_ratio is None:
+        return mask
+    mirror = None if settings.margin_mirror_ratio is None else (pair[0], pair[1], settings.margin_mirror_ratio)
+    return with_margin(mask, dwi_ratio, brain, spacing_mm, settings.margin_dwi_ratio, settings.margin_lesion_fraction, mirror)
 
 
 def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, grow_threshold: float | None = None) -> np.ndarray:
@@ -545,8 +568,6 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm)
     mask = components.mask(settings)
     if settings.margin_dwi_ratio is not None and brain.any():
-        mirror = ((*mirror_pair, settings.margin_mirror_ratio)
-                  if settings.margin_mirror_ratio is not None and mirror_pair[1] is not None else None)
-        mask = with_margin(mask, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,
-                           settings.margin_dwi_ratio, settings.margin_lesion_fraction, mirror)
+        mask = apply_margin(mask, settings, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,
+                            mirror_pair)
     return probability.with_array(mask)
