@@ -50,7 +50,8 @@ Issue 13's rules 82-83 read the skull-base marks with it. Writes
 ``--summary LABEL ...`` reads such results back and prints, per held-out case and kind, how many
 components there are, their mL, and how many (and how many mL) have a bilateral partner at all,
 of at least 0.1 and of at least 0.5 of their size (voxel volume: the case's own), and each
-feature's interquartile range over the components:
+feature's interquartile range over the components, and with ``--synthetic-margins`` results
+each package's expert-voxel split summed over the synthetic studies:
 
     .venv/bin/python benchmarks/false_positive_components.py --summary rim30-stream507-seed5-lesions ...
 """
@@ -237,8 +238,9 @@ def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     values: dict[str, dict[str, list[float]]] = {}
     experts: list[dict[str, Any]] = []
-    for label in labels:
-        result = json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())
+    results = [json.loads((REPO / "benchmarks" / "results" / f"false_positive_components_{label}.json").read_text())
+               for label in labels]
+    for result in results:
         experts += [{**row, "voxel_ml": voxel_ml[row["case"]]} for row in result.get("experts", []) if row["case"] in CASES]
         rows = result["rows"]
         for row in rows:
@@ -260,7 +262,25 @@ def summary(labels: list[str]) -> dict[str, dict[str, Any]]:
                         for feature, found in values.get(key, {}).items()}
     out = {key: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()} for key, entry in sorted(table.items())}
     out.update({f"{case} experts": entry for case, entry in expert_summary(experts).items()})
+    out.update(synthetic_voxel_totals(results))
     return out
+
+
+def synthetic_voxel_totals(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """``--synthetic-margins``' expert-voxel split of these results files summed over their
+    synthetic studies, one entry per package (``"synthetic <package>"``): voxels covered, missed
+    inside found lesions and in lesions never reached, and the number of studies with a lesion."""
+    totals: dict[str, dict[str, int]] = {}
+    for result in results:
+        for key, groups in result.get("expert_voxels", {}).items():
+            study, _, package = key.partition(" ")
+            if not study.startswith("synth-"):
+                continue
+            entry = totals.setdefault(f"synthetic {package}", {"studies": 0, "covered": 0, "missed_in_found": 0, "in_unfound": 0})
+            entry["studies"] += 1
+            for group in ("covered", "missed_in_found", "in_unfound"):
+                entry[group] += int(groups[group]["voxels"])
+    return totals
 
 
 def main() -> None:

@@ -121,3 +121,18 @@ def test_expert_voxels_split_into_covered_a_rim_missed_around_them_and_lesions_n
     assert groups["missed_in_found"]["probability"] == 0.0
     assert groups["missed_in_found"]["mm_to_covered"][0] == 2.0  # the rim's edge voxels 2 mm, its corners 2.8 mm away
     assert groups["in_unfound"]["voxels"] == 4 and "mm_to_covered" not in groups["in_unfound"]
+
+
+def test_synthetic_expert_voxel_splits_are_summed_per_package_and_the_real_cases_left_out(script) -> None:
+    split = lambda covered, missed, unfound: {  # noqa: E731
+        "covered": {"voxels": covered}, "missed_in_found": {"voxels": missed}, "in_unfound": {"voxels": unfound}}
+    results = [
+        {"expert_voxels": {"0001=runs/a/pkg": split(100, 200, 300), "synth-31000000 runs/a/pkg": split(1, 2, 3),
+                           "synth-31000002 runs/a/pkg": split(10, 20, 30)}},
+        {"expert_voxels": {"synth-31000000 runs/b/pkg": split(5, 6, 7)}},
+        {"rows": []},  # a results file without the split
+    ]
+    assert script.synthetic_voxel_totals(results) == {
+        "synthetic runs/a/pkg": {"studies": 2, "covered": 11, "missed_in_found": 22, "in_unfound": 33},
+        "synthetic runs/b/pkg": {"studies": 1, "covered": 5, "missed_in_found": 6, "in_unfound": 7},
+    }
