@@ -11,7 +11,8 @@ voxels, four contrasts:
 and two of its shape (``lesion_shape``): its in-plane thickness (mm: twice the largest in-plane
 distance from a lesion voxel to the nearest non-lesion voxel, less one voxel, so a one-voxel line
 is one voxel thick), and its core share (the share of its voxels whose 8 in-plane neighbours are
-all in the lesion). ``contrast_response.py`` found real specks answered far lower than synthetic
+all in the lesion). In-plane is the plane of the study's own slice axis (``find_slice_axis``), as
+in ``label_margin.py``. ``contrast_response.py`` found real specks answered far lower than synthetic
 ones of the same size and contrast; shape is what is left to compare.
 
 Sources: the two ISLES'22 cases natively (``../shared``; numbers only, never images), and
@@ -43,15 +44,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from label_margin import in_plane_ring_structure  # noqa: E402
 from small_lesion_detection import EMBOLIC, INJECTED_STUDIES, INJECTION_SEED, SEEDS, SIZE_BINS, injected_studies, within  # noqa: E402
 
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis  # noqa: E402
 
 MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring", "thickness_mm", "core_share")
-IN_PLANE = np.array([[[1, 1, 1], [1, 1, 1], [1, 1, 1]]], dtype=bool)  # (k, j, i): the 8 in-plane neighbours and itself
 RING_VOXELS = 2
 
 
@@ -68,13 +70,14 @@ def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list
     brain = np.asarray(brain_mask(study.dwi, method=brain_method, foreground=study.foreground)) != 0
     dwi_median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
     labels, count = label_lesions(truth)
+    slice_axis = find_slice_axis(study.dwi)
     rows = []
     for lesion in range(1, count + 1):
         inside = labels == lesion
         ring = ndimage.binary_dilation(inside, iterations=RING_VOXELS) & brain & ~truth
         if not ring.any():
             continue
-        rows.append({"voxels": int(inside.sum()), **lesion_shape(inside, study.dwi.spacing_mm),
+        rows.append({"voxels": int(inside.sum()), **lesion_shape(inside, study.dwi.spacing_mm, slice_axis),
                      "dwi_brain": float(dwi[inside].mean() / dwi_median),
                      "adc_brain": float(np.median(adc[inside]) / adc_median),
                      "dwi_ring": float(dwi[inside].mean() / dwi[ring].mean()),
@@ -82,16 +85,19 @@ def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list
     return rows
 
 
-def lesion_shape(inside: np.ndarray, spacing_mm: tuple[float, float, float]) -> dict[str, float]:
-    """``thickness_mm`` and ``core_share`` of one lesion, ``inside`` bool (k, j, i) on an axial
-    stack with (i, j, k) ``spacing_mm`` (in-plane i and j alike; thickness in i's mm)."""
+def lesion_shape(inside: np.ndarray, spacing_mm: tuple[float, float, float], slice_axis: int) -> dict[str, float]:
+    """``thickness_mm`` and ``core_share`` of one lesion, ``inside`` bool (nk, nj, ni), with
+    (i, j, k) ``spacing_mm`` and ITK ``slice_axis`` (array axis ``2 - slice_axis``); the
+    thickness is counted in the finer in-plane spacing's voxels."""
     box = ndimage.find_objects(inside.astype(np.uint8))[0]
     padded = np.pad(inside[box], 1)
     # a huge slice spacing keeps the nearest non-lesion voxel in the lesion's own slice
-    sampling = (1e6, spacing_mm[1], spacing_mm[0])
+    sampling = [float(s) for s in reversed(spacing_mm)]
+    voxel_mm = min(s for axis, s in enumerate(sampling) if axis != 2 - slice_axis)
+    sampling[2 - slice_axis] = 1e6
     depth = ndimage.distance_transform_edt(padded, sampling=sampling)
-    core = ndimage.binary_erosion(padded, structure=IN_PLANE, border_value=0)
-    return {"thickness_mm": float(2.0 * depth.max() - spacing_mm[0]), "core_share": float(core.sum() / padded.sum())}
+    core = ndimage.binary_erosion(padded, structure=in_plane_ring_structure(slice_axis), border_value=0)
+    return {"thickness_mm": float(2.0 * depth.max() - voxel_mm), "core_share": float(core.sum() / padded.sum())}
 
 
 def summary(rows: list[dict[str, float]]) -> list[dict[str, Any]]:

@@ -15,13 +15,21 @@ def script(load_script):
 def test_a_one_voxel_line_is_one_voxel_thick_and_has_no_core(script) -> None:
     inside = np.zeros((3, 12, 12), dtype=bool)
     inside[1, 5, 2:10] = True  # one slice, one voxel wide
-    shape = script.lesion_shape(inside, (2.0, 2.0, 5.0))
+    shape = script.lesion_shape(inside, (2.0, 2.0, 5.0), 2)
     assert shape == {"thickness_mm": pytest.approx(2.0), "core_share": 0.0}
 
 
 def test_a_block_is_as_thick_as_its_narrow_side_in_plane_whatever_its_slices(script) -> None:
     inside = np.zeros((6, 14, 14), dtype=bool)
     inside[1:5, 3:6, 2:12] = True  # 3 x 10 voxels in-plane over 4 slices
-    shape = script.lesion_shape(inside, (1.5, 1.5, 6.0))
+    shape = script.lesion_shape(inside, (1.5, 1.5, 6.0), 2)
     assert shape["thickness_mm"] == pytest.approx(3 * 1.5)  # the slices do not thicken it
     assert shape["core_share"] == pytest.approx((1 * 8) / (3 * 10))  # the middle row, less its ends
+
+
+def test_on_a_sagittal_stack_the_plane_is_that_of_its_own_slice_axis(script) -> None:
+    axial = np.zeros((6, 14, 14), dtype=bool)
+    axial[1:5, 3:6, 2:12] = True
+    sagittal = np.ascontiguousarray(np.transpose(axial, (2, 1, 0)))  # slices now along array axis 2 (ITK axis 0)
+    shape = script.lesion_shape(sagittal, (6.0, 1.5, 1.5), 0)
+    assert shape == script.lesion_shape(axial, (1.5, 1.5, 6.0), 2)
