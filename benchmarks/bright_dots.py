@@ -21,6 +21,17 @@ generator's default ranges made skull-stripped at 2 mm like the real cases (seed
 Only numbers are written, never images. ``--synthesis JSON`` adds generator options to both
 synthetic groups (e.g. ``'{"csf_expansion": [1.0, 3.0]}'``).
 
+With ``--mirror`` every dot also gets the contralateral check's own ratio (the product's
+``find_components``: mean smoothed DWI over the dot / mean of the registered mirror there,
+``symmetry.contralateral_dwi``), and with ``--package CASE=DIR`` (a fold package held out on
+CASE) each of that real case's dots gets the package's highest probability on it (plain pass,
+as ``real_scan_cv.prepare``). Issue 13: the real brains hold three or four dots of no lesion
+for every lesion dot, alike on DWI and ADC against their ring; whether anything else tells
+them apart (the mirror, or the network already) is what these two answer. Per group with both
+kinds of dot, ``separability`` gives for each measure the probability that a lesion dot is
+more lesion-like than an other dot (the area under the ROC curve: brighter DWI / ring and
+mirror, lower ADC, higher probability; 0.5 is no separation).
+
     nice -n 10 .venv/bin/python benchmarks/bright_dots.py    # -> benchmarks/results/bright_dots.{json,md}
 """
 
@@ -39,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_cases_used, synthetic  # noqa: E402
 from harness import invocation  # noqa: E402
 from small_lesion_detection import EMBOLIC  # noqa: E402
 
@@ -48,6 +59,7 @@ from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics.regions import posterior_fossa_mask  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
+from LambdaSegmentLib.preprocessing.symmetry import contralateral_dwi  # noqa: E402
 
 RATIO = 1.25  # DWI / local background of a dot
 SIZE = (5, 25)  # voxels, half-open
@@ -55,16 +67,21 @@ MIN_DEPTH_MM = 6.0
 BACKGROUND_PX = 9  # in-plane median window of the local background
 RING = 2  # voxels
 CSF_ADC = 1.5  # 1e-3 mm^2/s: above it a voxel is mostly CSF
+OPTIONAL_MEASURES = ("mirror", "max_probability")  # per dot, with --mirror and --package
+REACH_THRESHOLDS = (0.5, 0.1, 0.01, 0.001)  # probabilities at which the dots a network reaches are counted
 EMBOLIC_SEEDS = range(33_000_000, 33_000_008)
 DEFAULT_SEEDS = range(33_100_000, 33_100_008)
 DEFAULT = {"skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0}
 
 
-def study_dots(study: Study, truth: np.ndarray) -> dict[str, Any]:
-    """Dots of one study (module docstring): per-dot ratios, dots per 100 mL, DWI texture."""
+def study_dots(study: Study, truth: np.ndarray, *, mirror: bool = False, probability: np.ndarray | None = None) -> dict[str, Any]:
+    """Dots of one study (module docstring): per-dot ratios, dots per 100 mL, DWI texture; with
+    ``mirror`` each dot's DWI over its registered mirror, with ``probability`` (float (nk, nj, ni),
+    a network's on the study) each dot's highest probability."""
     dwi = np.asarray(study.dwi.array, dtype=np.float32)
     adc = np.asarray(study.adc.array, dtype=np.float32)
     brain = brain_mask(study.dwi, foreground=study.foreground)
+    pair = contralateral_dwi(study.dwi, brain) if mirror else None
     deep = edge_depth_mm(brain, study.dwi.spacing_mm) >= MIN_DEPTH_MM
     median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
     in_plane = (1, BACKGROUND_PX, BACKGROUND_PX)  # (k, j, i): never across slices
@@ -78,12 +95,17 @@ def study_dots(study: Study, truth: np.ndarray) -> dict[str, Any]:
     for label in np.flatnonzero((sizes >= SIZE[0]) & (sizes < SIZE[1])) + 1:
         inside = labels == label
         ring = ndimage.binary_dilation(inside, iterations=RING) & ~inside & brain
-        dots["lesion" if (inside & near_lesion).any() else "other"].append({
+        dot = {
             "dwi_ring": float(dwi[inside].mean() / dwi[ring].mean()),
             "adc_ring": float(np.median(adc[inside]) / np.median(adc[ring])),
             "adc_brain": float(np.median(adc[inside]) / adc_median),
             "posterior_fossa": bool((inside & fossa).sum() * 2 > inside.sum()),
-        })
+        }
+        if pair is not None:  # as find_components computes the contralateral check's ratio
+            dot["mirror"] = float(pair[0][inside].mean() / max(float(pair[1][inside].mean()), 1e-6))
+        if probability is not None:
+            dot["max_probability"] = float(np.max(probability[inside]))
+        dots["lesion" if (inside & near_lesion).any() else "other"].append(dot)
     fine = dwi - ndimage.median_filter(dwi, size=(1, 3, 3))
     brain_ml = float(brain.sum()) * study.dwi.voxel_volume_mm3 / 1000.0
     supratentorial_ml = float((brain & ~fossa).sum()) * study.dwi.voxel_volume_mm3 / 1000.0
@@ -113,7 +135,31 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
             out[kind][key] = [round(float(q), 3) for q in np.quantile(values, (0.25, 0.5, 0.75))] if len(values) else None
         adc = np.array([dot["adc_ring"] for dot in dots])
         out[kind]["adc_ring_below_0.8"] = round(float((adc < 0.8).mean()), 3) if len(adc) else None
+        for key in OPTIONAL_MEASURES:
+            values = np.array([dot[key] for dot in dots if key in dot])
+            if len(values):
+                out[kind][key] = [round(float(q), 3) for q in np.quantile(values, (0.25, 0.5, 0.75))]
+    lesion = [dot for s in studies for dot in s["dots"]["lesion"]]
+    other = [dot for s in studies for dot in s["dots"]["other"]]
+    if any("max_probability" in dot for dot in lesion + other):  # dots the network reaches, per threshold
+        out["reached"] = {f"{t:g}": [sum(d["max_probability"] >= t for d in lesion), sum(d["max_probability"] >= t for d in other)]
+                          for t in REACH_THRESHOLDS}
+    if lesion and other:
+        out["separability"] = {key: round(separability([d[key] for d in lesion if key in d], [d[key] for d in other if key in d],
+                                                        higher_is_lesion=key != "adc_ring" and key != "adc_brain"), 3)
+                               for key in ("dwi_ring", "adc_ring", "adc_brain", *OPTIONAL_MEASURES) if key in lesion[0]}
     return out
+
+
+def separability(lesion: list[float], other: list[float], *, higher_is_lesion: bool) -> float:
+    """The area under the ROC curve of one measure, lesion dots against other dots: the share
+    of (lesion, other) pairs in which the lesion dot is the more lesion-like (ties count half).
+    0.5 is no separation, 1 a perfect one."""
+    a = np.asarray(lesion, dtype=np.float64)[:, None]
+    b = np.asarray(other, dtype=np.float64)[None, :]
+    if not higher_is_lesion:
+        a, b = -a, -b
+    return float(np.mean((a > b) + 0.5 * (a == b)))
 
 
 def main() -> None:
@@ -121,17 +167,30 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bright_dots")
     parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON",
                         help="generator options added to both synthetic groups")
+    parser.add_argument("--mirror", action="store_true", help="each dot's DWI over its registered mirror (the contralateral check's ratio)")
+    parser.add_argument("--package", action="append", default=[], metavar="CASE=DIR",
+                        help="a fold package held out on real case CASE: its highest probability on each of that case's dots")
     args = parser.parse_args()
+    packages = {}
+    for spec in args.package:
+        case, _, directory = spec.partition("=")
+        if case not in CASES:
+            parser.error(f"--package {spec}: the case must be one of {', '.join(CASES)}")
+        packages[case] = fold_package(directory)
+        if case in real_cases_used(packages[case]):
+            parser.error(f"--package {spec}: {directory} was trained on {case}; it is not held out")
     groups: dict[str, list[dict[str, Any]]] = {}
     if ISLES.is_dir():
         for case in CASES:
             study, truth = load_real(case, False)
-            groups[f"real {case}"] = [study_dots(study, truth)]
+            probability = prepare(case, study, truth, packages[case], regions=False).probability if case in packages else None
+            groups[f"real {case}"] = [study_dots(study, truth, mirror=args.mirror, probability=probability)]
     groups["synthetic embolic (small_lesion_detection.py)"] = [
-        study_dots(*synthetic(seed, **{**EMBOLIC, **args.synthesis})) for seed in EMBOLIC_SEEDS]
+        study_dots(*synthetic(seed, **{**EMBOLIC, **args.synthesis}), mirror=args.mirror) for seed in EMBOLIC_SEEDS]
     groups["synthetic default ranges, skull-stripped 2 mm"] = [
-        study_dots(*synthetic(seed, **{**DEFAULT, **args.synthesis})) for seed in DEFAULT_SEEDS]
+        study_dots(*synthetic(seed, **{**DEFAULT, **args.synthesis}), mirror=args.mirror) for seed in DEFAULT_SEEDS]
     results = {"synthesis": args.synthesis, "ratio": RATIO, "size_voxels": SIZE, "min_depth_mm": MIN_DEPTH_MM, "background_px": BACKGROUND_PX,
+               "packages": {case: f"{package.directory} (SHA-256 {package.sha256[:12]})" for case, package in packages.items()},
                "groups": {name: summary(studies) for name, studies in groups.items()}}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -149,6 +208,27 @@ def main() -> None:
             cells.append(f"{e['n']}, {e['dwi_ring']}, {e['adc_ring']}, {e['adc_ring_below_0.8']}, {e['adc_brain']}" if e["n"] else "0")
         lines.append(f"| {name} | {entry['csf_share']} | {entry['brain_ml']} | {entry['other_per_100ml']} | {entry['supratentorial_other_per_100ml']} | {entry['texture']} "
                      f"| {cells[0]} | {cells[1]} | {cells[2]} |")
+    separable = {name: entry for name, entry in results["groups"].items() if "separability" in entry}
+    if args.mirror or packages:
+        lines += ["", "Lesion dots against other dots: quartiles of each further measure, and the area under the ROC "
+                  "curve of every measure (the share of pairs in which the lesion dot is the more lesion-like; 0.5: none).", "",
+                  "| group | kind | n | " + " | ".join(OPTIONAL_MEASURES) + " |", "|---|---|---|" + "---|" * len(OPTIONAL_MEASURES)]
+        for name, entry in results["groups"].items():
+            for kind in ("lesion", "other"):
+                lines.append(f"| {name} | {kind} | {entry[kind]['n']} | " + " | ".join(str(entry[kind].get(key, "–")) for key in OPTIONAL_MEASURES) + " |")
+        lines += ["", "| group | " + " | ".join(f"AUC {key}" for key in ("dwi_ring", "adc_ring", "adc_brain", *OPTIONAL_MEASURES)) + " |",
+                  "|---|" + "---|" * (3 + len(OPTIONAL_MEASURES))]
+        for name, entry in separable.items():
+            lines.append(f"| {name} | " + " | ".join(str(entry["separability"].get(key, "–"))
+                                                    for key in ("dwi_ring", "adc_ring", "adc_brain", *OPTIONAL_MEASURES)) + " |")
+        reached = {name: entry["reached"] for name, entry in results["groups"].items() if "reached" in entry}
+        if reached:
+            lines += ["", "Dots the package reaches (highest probability at least t): lesion dots of all, other dots of all.", "",
+                      "| group | " + " | ".join(f"t {t:g}" for t in REACH_THRESHOLDS) + " |", "|---|" + "---|" * len(REACH_THRESHOLDS)]
+            for name, counts in reached.items():
+                entry = results["groups"][name]
+                lines.append(f"| {name} | " + " | ".join(f"{counts[f'{t:g}'][0]} of {entry['lesion']['n']}, {counts[f'{t:g}'][1]} of {entry['other']['n']}"
+                                                        for t in REACH_THRESHOLDS) + " |")
     args.output.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -8,12 +8,16 @@ voxels, four contrasts:
 - mean DWI / mean DWI of the lesion's ring, and median ADC / median ADC of its ring (the ring:
   brain voxels within 2 voxels of the lesion that belong to no lesion);
 
-and two of its shape (``lesion_shape``): its in-plane thickness (mm: twice the largest in-plane
+two of its shape (``lesion_shape``): its in-plane thickness (mm: twice the largest in-plane
 distance from a lesion voxel to the nearest non-lesion voxel, less one voxel, so a one-voxel line
 is one voxel thick), and its core share (the share of its voxels whose 8 in-plane neighbours are
 all in the lesion). In-plane is the plane of the study's own slice axis (``find_slice_axis``), as
 in ``label_margin.py``. ``contrast_response.py`` found real specks answered far lower than synthetic
-ones of the same size and contrast; shape is what is left to compare.
+ones of the same size and contrast; shape is what is left to compare. And two of its position:
+the median distance of its voxels to the nearest CSF-like brain voxel (``csf_distance_mm``: a
+periventricular or sulcal lesion abuts CSF, a white-matter one does not; beside it the same
+median over the study's lesion-free brain, since real brains hold more CSF), and their median depth
+below the brain's edge (``postprocess.edge_depth_mm``, as the edge check measures it).
 
 Sources: the two ISLES'22 cases natively (``../shared``; numbers only, never images), and
 synthetic embolic showers (the studies of ``small_lesion_detection.py``: skull-stripped, 2 mm,
@@ -44,16 +48,18 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import CASES, ISLES, load_real, synthetic  # noqa: E402
+from bright_dots import CSF_ADC  # noqa: E402
 from label_margin import in_plane_ring_structure  # noqa: E402
 from small_lesion_detection import EMBOLIC, INJECTED_STUDIES, INJECTION_SEED, SEEDS, SIZE_BINS, injected_studies, within  # noqa: E402
 
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
+from LambdaSegmentLib.inference.postprocess import edge_depth_mm  # noqa: E402
 from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.preprocessing.slice_axis import find_slice_axis  # noqa: E402
 
-MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring", "thickness_mm", "core_share")
+MEASURES = ("dwi_brain", "adc_brain", "dwi_ring", "adc_ring", "thickness_mm", "core_share", "csf_mm", "brain_csf_mm", "depth_mm")
 RING_VOXELS = 2
 
 
@@ -71,6 +77,9 @@ def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list
     dwi_median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
     labels, count = label_lesions(truth)
     slice_axis = find_slice_axis(study.dwi)
+    to_csf = csf_distance_mm(brain, adc, truth, study.dwi.spacing_mm)
+    depth = edge_depth_mm(brain, study.dwi.spacing_mm)
+    brain_csf_mm = float(np.median(to_csf[brain & ~truth]))  # the study's own baseline: real brains hold more CSF
     rows = []
     for lesion in range(1, count + 1):
         inside = labels == lesion
@@ -81,8 +90,20 @@ def lesion_contrasts(study: Study, truth: np.ndarray, brain_method: str) -> list
                      "dwi_brain": float(dwi[inside].mean() / dwi_median),
                      "adc_brain": float(np.median(adc[inside]) / adc_median),
                      "dwi_ring": float(dwi[inside].mean() / dwi[ring].mean()),
-                     "adc_ring": float(np.median(adc[inside]) / np.median(adc[ring]))})
+                     "adc_ring": float(np.median(adc[inside]) / np.median(adc[ring])),
+                     "csf_mm": float(np.median(to_csf[inside])), "brain_csf_mm": brain_csf_mm,
+                     "depth_mm": float(np.median(depth[inside]))})
     return rows
+
+
+def csf_distance_mm(brain: np.ndarray, adc: np.ndarray, truth: np.ndarray, spacing_mm: tuple[float, float, float]) -> np.ndarray:
+    """float64 (nk, nj, ni): each voxel's distance (mm, in 3D) to the nearest CSF-like brain voxel
+    (ADC above ``bright_dots.CSF_ADC`` 1e-3 mm^2/s: ventricles, sulci, fissures), never a lesion
+    voxel; inf everywhere when the brain holds none. ``adc`` in 1e-3 mm^2/s, ``spacing_mm`` (i, j, k)."""
+    csf = np.asarray(brain, dtype=bool) & (np.asarray(adc) > CSF_ADC) & ~np.asarray(truth, dtype=bool)
+    if not csf.any():
+        return np.full(csf.shape, np.inf)
+    return ndimage.distance_transform_edt(~csf, sampling=[float(s) for s in reversed(spacing_mm)])
 
 
 def lesion_shape(inside: np.ndarray, spacing_mm: tuple[float, float, float], slice_axis: int) -> dict[str, float]:
@@ -136,8 +157,8 @@ def main() -> None:
     lines = ["# Lesion contrast: real against synthetic", "",
              "Command: `.venv/bin/python benchmarks/lesion_contrast.py`. Median [quartiles] per lesion; "
              f"ring = brain voxels within {RING_VOXELS} voxels of the lesion, in no lesion.", "",
-             "| source | voxels | n | DWI / brain median | ADC / brain median | DWI / ring | ADC / ring | thickness mm | core share |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| source | voxels | n | DWI / brain median | ADC / brain median | DWI / ring | ADC / ring | thickness mm | core share "
+             "| to CSF mm | its brain's to CSF mm | depth mm |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, table in results["sources"].items():
         for entry in table:
             cells = [f"{q[1]:.2f} [{q[0]:.2f}–{q[2]:.2f}]" if q else "–" for q in (entry[m] for m in MEASURES)]

@@ -33,3 +33,22 @@ def test_on_a_sagittal_stack_the_plane_is_that_of_its_own_slice_axis(script) -> 
     sagittal = np.ascontiguousarray(np.transpose(axial, (2, 1, 0)))  # slices now along array axis 2 (ITK axis 0)
     shape = script.lesion_shape(sagittal, (6.0, 1.5, 1.5), 0)
     assert shape == script.lesion_shape(axial, (1.5, 1.5, 6.0), 2)
+
+
+def test_the_distance_to_csf_counts_csf_like_brain_voxels_only_and_never_the_lesion(script) -> None:
+    brain = np.zeros((3, 10, 10), dtype=bool)
+    brain[:, 1:9, 1:9] = True
+    adc = np.full(brain.shape, 0.8)
+    adc[:, 4, 1:9] = 3.0  # a ventricle-like sheet of CSF in row 4
+    adc[:, 8, 8] = 3.0
+    brain[:, 8, 8] = False  # a CSF-like ADC outside the brain must not count
+    truth = np.zeros(brain.shape, dtype=bool)
+    truth[1, 7, 2] = True
+    adc[1, 7, 3] = 3.0
+    truth[1, 7, 3] = True  # a lesion voxel with a CSF-like ADC is never CSF
+    distance = script.csf_distance_mm(brain, adc, truth, (1.5, 2.0, 5.0))  # (i, j, k) mm
+    assert distance[1, 7, 2] == pytest.approx(3 * 2.0)  # three rows (j, 2 mm) from row 4
+    assert distance[1, 4, 5] == 0.0
+    assert distance[1, 7, 7] == pytest.approx(3 * 2.0)  # not 2.5 mm, from the voxel outside the brain
+    no_csf = script.csf_distance_mm(brain, np.full(brain.shape, 0.8), truth, (1.5, 2.0, 5.0))
+    assert np.isinf(no_csf).all()

@@ -1,0 +1,126 @@
+"""Which expert lesions a fold finds, by size, and the lesion-wise F1 each size class allows.
+
+    .venv/bin/python benchmarks/lesion_census.py --settings-from benchmarks/results/real_scan_cv/ROW.json \
+        --fold-packages A=runs/x/foldA-wise-0.7/pkg B=runs/x/foldB-wise-0.7/pkg --label NAME
+
+Issue 13 asks a lesion-wise F1 of 0.5 on each held-out case, natively and as 6 mm slabs. The
+ISLES'22 F1 counts every 26-connected component of the reference alike, however small. This
+script counts, per held-out case and setting, the reference's components by size in voxels, how
+many of each size the fold's post-processed mask touches, and the F1 a mask would reach that found
+every component of at least n voxels and nothing else (``f1_ceiling``): what the target asks of
+each size class.
+
+The post-processing of each fold is the one a committed ``real_scan_cv.py`` result chose
+(``--settings-from``); ``--fold-packages`` names the networks, since fold packages are not kept in
+the repository: retrained by the row's recipe they are checked against the row's own scores
+(volume Dice within ``REPRODUCED_DICE``), and the script refuses packages that do not reproduce
+them or that trained on the case they are scored on. Only numbers are written, never images:
+``benchmarks/results/lesion_census_<label>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from real_scan_cv import ISLES, fold_package, load_real, prepare, real_cases_used  # noqa: E402
+
+from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+from LambdaSegmentLib.metrics.isles import lesion_detection, volume_dice  # noqa: E402
+
+SIZE_EDGES = (1, 2, 3, 6, 26, 81)  # voxels: bins 1, 2, 3-5, 6-25, 26-80, 81 and more
+REPRODUCED_DICE = 0.005  # how close a retrained fold's volume Dice must come to the row's own
+
+
+def size_bin_names() -> list[str]:
+    """``["1", "2", "3-5", "6-25", "26-80", ">=81"]`` for :data:`SIZE_EDGES`."""
+    names = []
+    for low, high in zip(SIZE_EDGES, SIZE_EDGES[1:] + (None,)):
+        names.append(f">={low}" if high is None else (str(low) if high == low + 1 else f"{low}-{high - 1}"))
+    return names
+
+
+def census(mask: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
+    """The reference's components (bool (nk, nj, ni) ``truth``) by size, those ``mask`` touches, the
+    mask's components that touch none, and the F1 ceiling per smallest size found."""
+    labels, count = label_lesions(truth)
+    sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
+    touched = np.unique(labels[mask & truth])
+    touched = touched[touched > 0]
+    edges = list(SIZE_EDGES) + [np.iinfo(np.int64).max]
+    detection = lesion_detection(mask, truth)
+    return {
+        "reference": dict(zip(size_bin_names(), np.histogram(sizes, edges)[0].tolist())),
+        "found": dict(zip(size_bin_names(), np.histogram(sizes[touched - 1], edges)[0].tolist())),
+        "false_positive_components": detection.false_positives,
+        "lesion_f1": round(detection.f1, 4),
+        "f1_ceiling": {f">={n}": round(f1_ceiling(sizes, n), 4) for n in SIZE_EDGES},
+    }
+
+
+def f1_ceiling(sizes: np.ndarray, smallest: int) -> float:
+    """The lesion-wise F1 of a mask that touches every reference component of at least
+    ``smallest`` voxels (``sizes``: each component's voxels) and has no other component."""
+    found = int((np.asarray(sizes) >= smallest).sum())
+    missed = len(sizes) - found
+    return 1.0 if found + missed == 0 else found / (found + missed / 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings-from", type=Path, required=True, metavar="RESULT.json")
+    parser.add_argument("--fold-packages", nargs=2, required=True, metavar="FOLD=DIR")
+    parser.add_argument("--label", required=True)
+    args = parser.parse_args()
+    if not ISLES.is_dir():
+        raise SystemExit(f"lesion_census: {ISLES} is absent; it needs the two ISLES'22 cases")
+    try:
+        row = json.loads(args.settings_from.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"lesion_census: {args.settings_from}: not a readable result file ({error})") from None
+    results: dict[str, Any] = {}
+    for spec in args.fold_packages:
+        fold, _, directory = spec.partition("=")
+        if fold not in row.get("folds", {}):
+            raise SystemExit(f"lesion_census: {spec}: {args.settings_from} has no fold {fold!r}")
+        entry = row["folds"][fold]
+        case = entry["held_out_case"]
+        package = fold_package(directory)
+        if case in real_cases_used(package):
+            raise SystemExit(f"lesion_census: {directory} was trained on {case}; it is not held out there")
+        settings = PostProcessing(**entry["postprocessing"])
+        results[fold] = {"held_out_case": case, "package_dir": directory, "weights_sha256": package.sha256,
+                         "postprocessing": entry["postprocessing"]}
+        for setting, thick in (("native", False), ("6mm", True)):
+            study, truth = load_real(case, thick)
+            prepared = prepare(case, study, truth, package, regions=False)
+            mask = np.asarray(prepared.mask(settings)) != 0
+            reproduced = volume_dice(mask, prepared.truth)
+            expected = entry["scores"][setting]["model"]["volume_dice"]
+            if abs(reproduced - expected) > REPRODUCED_DICE:
+                raise SystemExit(f"lesion_census: {directory} scores Dice {reproduced:.4f} on {case} {setting}, the row "
+                                 f"{expected:.4f}: it does not reproduce {args.settings_from}")
+            results[fold][setting] = {"volume_dice": round(reproduced, 4), **census(mask, prepared.truth)}
+            print(f"fold {fold} {case} {setting}: {json.dumps(results[fold][setting])}", flush=True)
+    from LambdaSegmentLib.training.export import source_revision
+
+    out = REPO / "benchmarks" / "results" / f"lesion_census_{args.label}.json"
+    command = (f"benchmarks/lesion_census.py --settings-from {args.settings_from} --fold-packages "
+               + " ".join(args.fold_packages) + f" --label {args.label}")
+    out.write_text(json.dumps({"command": command, "revision": source_revision(), "size_bins_voxels": size_bin_names(),
+                               "folds": results}, indent=1) + "\n", encoding="utf-8")
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
