@@ -6,7 +6,9 @@
 Issue 13 asks a lesion-wise F1 of 0.5 on each held-out case, natively and as 6 mm slabs. The
 ISLES'22 F1 counts every 26-connected component of the reference alike, however small. This
 script counts, per held-out case and setting, the reference's components by size in voxels, how
-many of each size the fold's post-processed mask touches, and the F1 a mask would reach that found
+many of each size the bare network reaches (its highest probability on the component at least
+0.5, or 0.1; plain pass, before any post-processing), how many the fold's post-processed mask
+touches, and the F1 a mask would reach that found
 every component of at least n voxels and nothing else (``f1_ceiling``): what the target asks of
 each size class.
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import ndimage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,6 +43,7 @@ from LambdaSegmentLib.metrics.isles import lesion_detection, volume_dice  # noqa
 
 SIZE_EDGES = (1, 2, 3, 6, 26, 81)  # voxels: bins 1, 2, 3-5, 6-25, 26-80, 81 and more
 REPRODUCED_DICE = 0.005  # how close a retrained fold's volume Dice must come to the row's own
+NETWORK_THRESHOLDS = (0.5, 0.1)  # the bare network's highest probability on a lesion, counted at these
 
 
 def size_bin_names() -> list[str]:
@@ -50,18 +54,23 @@ def size_bin_names() -> list[str]:
     return names
 
 
-def census(mask: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
-    """The reference's components (bool (nk, nj, ni) ``truth``) by size, those ``mask`` touches, the
-    mask's components that touch none, and the F1 ceiling per smallest size found."""
+def census(mask: np.ndarray, truth: np.ndarray, probability: np.ndarray) -> dict[str, Any]:
+    """The reference's components (bool (nk, nj, ni) ``truth``) by size, those ``mask`` touches,
+    those the bare network reaches (highest ``probability`` at least each of
+    :data:`NETWORK_THRESHOLDS`, before any post-processing), the mask's components that touch
+    none, and the F1 ceiling per smallest size found."""
     labels, count = label_lesions(truth)
     sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
     touched = np.unique(labels[mask & truth])
     touched = touched[touched > 0]
     edges = list(SIZE_EDGES) + [np.iinfo(np.int64).max]
+    highest = np.asarray(ndimage.maximum(probability, labels, np.arange(1, count + 1)), dtype=np.float64).reshape(-1)
+    by_size = lambda chosen: dict(zip(size_bin_names(), np.histogram(sizes[chosen], edges)[0].tolist()))  # noqa: E731
     detection = lesion_detection(mask, truth)
     return {
-        "reference": dict(zip(size_bin_names(), np.histogram(sizes, edges)[0].tolist())),
-        "found": dict(zip(size_bin_names(), np.histogram(sizes[touched - 1], edges)[0].tolist())),
+        "reference": by_size(np.ones(count, dtype=bool)),
+        **{f"network_at_{t:g}": by_size(highest >= t) for t in NETWORK_THRESHOLDS},
+        "found": by_size(np.isin(np.arange(1, count + 1), touched)),
         "false_positive_components": detection.false_positives,
         "lesion_f1": round(detection.f1, 4),
         "f1_ceiling": {f">={n}": round(f1_ceiling(sizes, n), 4) for n in SIZE_EDGES},
@@ -110,7 +119,7 @@ def main() -> None:
             if abs(reproduced - expected) > REPRODUCED_DICE:
                 raise SystemExit(f"lesion_census: {directory} scores Dice {reproduced:.4f} on {case} {setting}, the row "
                                  f"{expected:.4f}: it does not reproduce {args.settings_from}")
-            results[fold][setting] = {"volume_dice": round(reproduced, 4), **census(mask, prepared.truth)}
+            results[fold][setting] = {"volume_dice": round(reproduced, 4), **census(mask, prepared.truth, prepared.probability)}
             print(f"fold {fold} {case} {setting}: {json.dumps(results[fold][setting])}", flush=True)
     from LambdaSegmentLib.training.export import source_revision
 

@@ -32,9 +32,15 @@ def test_the_census_counts_reference_lesions_by_size_and_those_the_mask_touches(
     mask[1, 5, 6] = True
     mask[2, 11, 11:14] = True  # overlaps the 9-voxel lesion and sticks out of it
     mask[3, 18, 18] = True  # a false positive component
-    counted = script.census(mask, truth)
+    probability = np.where(truth, 0.05, 0.0)
+    probability[1, 5, 6] = 0.3
+    probability[2, 11, 11] = 0.9
+    counted = script.census(mask, truth, probability)
     assert counted["reference"] == {"1": 1, "2": 1, "3-5": 0, "6-25": 1, "26-80": 0, ">=81": 0}
     assert counted["found"] == {"1": 0, "2": 1, "3-5": 0, "6-25": 1, "26-80": 0, ">=81": 0}
+    # the bare network: the 9-voxel lesion at 0.9, the 2-voxel one at 0.3, the single voxel at 0.05
+    assert counted["network_at_0.5"] == {"1": 0, "2": 0, "3-5": 0, "6-25": 1, "26-80": 0, ">=81": 0}
+    assert counted["network_at_0.1"] == {"1": 0, "2": 1, "3-5": 0, "6-25": 1, "26-80": 0, ">=81": 0}
     assert counted["false_positive_components"] == 1
     assert counted["lesion_f1"] == pytest.approx(round(2 / (2 + (1 + 1) / 2), 4))
     assert counted["f1_ceiling"][">=2"] == pytest.approx(round(2 / (2 + 1 / 2), 4))
