@@ -69,6 +69,7 @@ RING = 2  # voxels
 CSF_ADC = 1.5  # 1e-3 mm^2/s: above it a voxel is mostly CSF
 OPTIONAL_MEASURES = ("mirror", "max_probability")  # per dot, with --mirror and --package
 REACH_THRESHOLDS = (0.5, 0.1, 0.01, 0.001)  # probabilities at which the dots a network reaches are counted
+LOWER_IS_LESION = ("adc_ring", "adc_brain")  # measures on which a lesion dot is the lower one (restricted)
 EMBOLIC_SEEDS = range(33_000_000, 33_000_008)
 DEFAULT_SEEDS = range(33_100_000, 33_100_008)
 DEFAULT = {"skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0}
@@ -146,7 +147,7 @@ def summary(studies: list[dict[str, Any]]) -> dict[str, Any]:
                           for t in REACH_THRESHOLDS}
     if lesion and other:
         out["separability"] = {key: round(separability([d[key] for d in lesion if key in d], [d[key] for d in other if key in d],
-                                                        higher_is_lesion=key != "adc_ring" and key != "adc_brain"), 3)
+                                                        higher_is_lesion=key not in LOWER_IS_LESION), 3)
                                for key in ("dwi_ring", "adc_ring", "adc_brain", *OPTIONAL_MEASURES) if key in lesion[0]}
     return out
 
