@@ -51,7 +51,10 @@ def test_slab_inference_equals_one_pass_inference(name: str) -> None:
     assert len(slabs) > 3
     calls = []
     slabwise = predict_probability(model, channels, device=CPU, slabs=slabs, progress=lambda d, t: calls.append((d, t)))
-    np.testing.assert_allclose(slabwise, one_pass, rtol=0, atol=1e-6)
+    # float32 rounding only: convolutions over a slab and over the whole stack may sum in another order,
+    # by CPU (up to 2.4e-5 on an AMD EPYC; in float64 the two agree exactly); a halo that missed the
+    # receptive field would differ by far more
+    np.testing.assert_allclose(slabwise, one_pass, rtol=0, atol=1e-4)
     assert calls == [(i, len(slabs)) for i in range(1, len(slabs) + 1)]
 
 

@@ -46,6 +46,7 @@ def symmetric_brain_with_dots() -> tuple[Study, np.ndarray, np.ndarray]:
     return study, truth, probability
 
 
+@pytest.mark.needs_atlas  # study_dots splits off the posterior fossa by the atlas in ../shared
 def test_a_one_sided_lesion_dot_stands_out_from_its_mirror_and_a_bilateral_pair_does_not(script) -> None:
     study, truth, probability = symmetric_brain_with_dots()
     measured = script.study_dots(study, truth, mirror=True, probability=probability)
@@ -61,6 +62,7 @@ def test_a_one_sided_lesion_dot_stands_out_from_its_mirror_and_a_bilateral_pair_
     assert summary["lesion"]["n"] == 1 and summary["other"]["n"] == 2
 
 
+@pytest.mark.needs_atlas  # study_dots splits off the posterior fossa by the atlas in ../shared
 def test_without_the_options_a_dot_carries_only_its_contrasts(script) -> None:
     study, truth, _ = symmetric_brain_with_dots()
     measured = script.study_dots(study, truth)
@@ -68,6 +70,7 @@ def test_without_the_options_a_dot_carries_only_its_contrasts(script) -> None:
     assert "mirror" not in script.summary([measured])["separability"]
 
 
+@pytest.mark.needs_atlas  # study_dots splits off the posterior fossa by the atlas in ../shared
 def test_the_dots_a_network_reaches_are_counted_per_threshold(script) -> None:
     study, truth, probability = symmetric_brain_with_dots()
     summary = script.summary([script.study_dots(study, truth, probability=probability)])
