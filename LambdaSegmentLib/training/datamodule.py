@@ -73,6 +73,9 @@ class SegmentationDataModule(L.LightningDataModule):
         bright_cortex_probability: share of real-background studies whose grey matter's S0 is
             raised by 10-60 % with the ADC unchanged (``real_backgrounds.brighten_grey_matter``);
             needs ``real_backgrounds``; 0 = none (the studies as before).
+        elastic_probability: share of real-background windows bent by one smooth in-plane
+            displacement field (``window_augmentation.elastic_warp``); needs
+            ``real_backgrounds``; 0 = none (the windows as before).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class SegmentationDataModule(L.LightningDataModule):
         injected_whole_territory_per_epoch: int = 0,
         bright_field_probability: float = 0.0,
         bright_cortex_probability: float = 0.0,
+        elastic_probability: float = 0.0,
     ) -> None:
         super().__init__()
         for name, share, why in (("rim_window_probability", rim_window_probability, "the rims are those cases' own"),
@@ -108,7 +112,8 @@ class SegmentationDataModule(L.LightningDataModule):
                                  ("injected_whole_territory_probability", injected_whole_territory_probability,
                                   "the infarcts are injected into them"),
                                  ("bright_field_probability", bright_field_probability, "the fields brighten those cases' windows"),
-                                 ("bright_cortex_probability", bright_cortex_probability, "their grey matter is brightened")):
+                                 ("bright_cortex_probability", bright_cortex_probability, "their grey matter is brightened"),
+                                 ("elastic_probability", elastic_probability, "those cases' windows are bent")):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
             if share > 0 and not real_backgrounds:
@@ -151,6 +156,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.injected_whole_territory_per_epoch = int(injected_whole_territory_per_epoch)
         self.bright_field_probability = float(bright_field_probability)
         self.bright_cortex_probability = float(bright_cortex_probability)
+        self.elastic_probability = float(elastic_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -217,6 +223,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     whole_territory_per_epoch=self.injected_whole_territory_per_epoch,
                     bright_field_probability=self.bright_field_probability,
                     bright_cortex_probability=self.bright_cortex_probability,
+                    elastic_probability=self.elastic_probability,
                     label_fraction=float(self.synthesis_ranges.get("label_fraction", DEFAULT_RANGES["label_fraction"])),  # as the generator labels
                 )
             )
@@ -280,6 +287,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["bright_field_probability"] = self.bright_field_probability
             if self.bright_cortex_probability > 0:
                 described["real_backgrounds"]["bright_cortex_probability"] = self.bright_cortex_probability
+            if self.elastic_probability > 0:
+                described["real_backgrounds"]["elastic_probability"] = self.elastic_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

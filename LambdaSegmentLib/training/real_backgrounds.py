@@ -66,7 +66,7 @@ from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
 from .augmentation import add_bright_field
 from .cases import LabelledCase
 from .prepared import PreparedCase, prepare_labelled
-from .window_augmentation import DWI_MAX
+from .window_augmentation import DWI_MAX, elastic_warp
 from .windows import random_window, window_holding
 
 CSF_ADC = 1.6  # 10⁻³ mm²/s: at or above this a voxel is CSF, never infarcted here
@@ -89,6 +89,9 @@ FAINT_STREAM = 20261127
 WHOLE_TERRITORY_STREAM = 20261128
 #: The same for the bright-cortex draw (whether, and by how much): other draws stay as before.
 BRIGHT_CORTEX_STREAM = 20261129
+#: The same for a window's elastic draw (whether, and its field): every other draw of the
+#: window, the bright field's included, stays as without it.
+ELASTIC_STREAM = 20261130
 #: The grey matter's S0 gain of a bright-cortex study, drawn uniformly: the two real cases'
 #: ribbon is no brighter than their deep tissue, where the generator's cortical S0 reaches 1.8 x
 #: white matter's (issue 13, rule 101).
@@ -303,8 +306,11 @@ class RealBackgroundWindows(Dataset):
     that choice last; at 0 nothing extra is drawn). With ``bright_cortex_probability`` > 0 that
     share of studies (drawn, with the gain in :data:`BRIGHT_CORTEX_GAIN`, from
     ``default_rng([base_seed, e, s, BRIGHT_CORTEX_STREAM])``) has its grey matter's S0 raised
-    after the injection (:func:`brighten_grey_matter`); at 0 nothing is drawn. Consecutive items
-    share a study (a one-study cache), so keep it unshuffled.
+    after the injection (:func:`brighten_grey_matter`); at 0 nothing is drawn. With
+    ``elastic_probability`` > 0 that share of windows is bent by
+    :func:`.window_augmentation.elastic_warp` after ``augment`` and before the bright field
+    (drawn from ``default_rng([base_seed, e, s, window, ELASTIC_STREAM])``); at 0 nothing is
+    drawn. Consecutive items share a study (a one-study cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -330,13 +336,15 @@ class RealBackgroundWindows(Dataset):
         bright_field_probability: float = 0.0,
         bright_cortex_probability: float = 0.0,
         label_fraction: float = 0.5,
+        elastic_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
         for name, share in (("rim_probability", rim_probability), ("faint_probability", faint_probability),
                             ("whole_territory_probability", whole_territory_probability),
                             ("bright_field_probability", bright_field_probability),
-                            ("bright_cortex_probability", bright_cortex_probability)):
+                            ("bright_cortex_probability", bright_cortex_probability),
+                            ("elastic_probability", elastic_probability)):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
         if not 0 <= whole_territory_per_epoch <= studies:
@@ -349,6 +357,9 @@ class RealBackgroundWindows(Dataset):
             raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
             raise ValueError("rim_probability > 0 needs the DWI channel's index (dwi_channel)")
+        if elastic_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
+            raise ValueError("elastic_probability > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): "
+                             "the field's scale is in mm")
         if rim_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
             raise ValueError("rim_probability > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): "
                              "the rims' depth is measured on it")
@@ -368,6 +379,7 @@ class RealBackgroundWindows(Dataset):
         self.whole_territory_per_epoch = int(whole_territory_per_epoch)
         self.bright_field_probability = float(bright_field_probability)
         self.bright_cortex_probability = float(bright_cortex_probability)
+        self.elastic_probability = float(elastic_probability)
         if not 0.0 < label_fraction <= 1.0:
             raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
         self.label_fraction = float(label_fraction)
@@ -416,6 +428,10 @@ class RealBackgroundWindows(Dataset):
         else:
             out = random_window(case, rng, self.window_slices, self.size_hw, self.lesion_probability)
         out = self.augment(out, rng) if self.augment is not None else out
+        if self.elastic_probability > 0:
+            elastic_rng = np.random.default_rng([self.base_seed, self.epoch, study, window, ELASTIC_STREAM])
+            if elastic_rng.random() < self.elastic_probability:
+                out = elastic_warp(out, elastic_rng, spacing_mm=float(self.preprocessing["in_plane_spacing_mm"]))
         if self.bright_field_probability > 0 and rng.random() < self.bright_field_probability:
             clipped = dict(self.preprocessing.get("normalization", {})).get("dwi") == "brain_median_clip4"
             out = add_bright_field(out, rng, dwi_channel=int(self.dwi_channel), dwi_max=DWI_MAX if clipped else None)

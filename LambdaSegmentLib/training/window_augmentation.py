@@ -20,6 +20,12 @@ are made from the study's signals before preprocessing, ``metrics.thick_slices``
 Geometric steps and the blur act on every channel; the DWI contrast steps act on the DWI
 channel only, so a ``dwi_asymmetry`` channel keeps the value computed from the study's
 un-augmented final signals.
+
+:func:`elastic_warp` is a separate, optional step (real backgrounds' ``elastic_probability``,
+``lambdasegment train --elastic``): a smooth in-plane displacement field, the same for every
+slice of the window, so that one real brain's rims, sulci and grey-matter dots take other
+shapes and positions each time they are seen (issue 13's "elastic augmentation" of real
+anatomy). Rotation and scale move the whole window; this bends it locally.
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ import torch.nn.functional as F
 from einops import rearrange
 
 DWI_MAX = 4.0  # the preprocessing's clip of DWI / brain median
+#: Spacing (mm) of the elastic field's random control points: gyri and sulci are 10-20 mm
+#: across, so a field this coarse bends them rather than scrambling their texture.
+ELASTIC_CONTROL_MM = 32.0
+#: Range (mm) of the field's standard deviation per axis, drawn uniformly per window: up to
+#: about a gyrus's half-width, within what separates two real brains after a rigid alignment.
+ELASTIC_DISPLACEMENT_MM = (1.0, 4.0)
 
 
 def augment_window(
@@ -75,3 +87,50 @@ def augment_window(
         flat = F.conv2d(F.pad(flat, (0, 0, radius, radius), mode="replicate"), taps.view(1, 1, -1, 1))
         image = rearrange(flat, "(c t) 1 h w -> c t h w", c=c)
     return {**window, "image": image.contiguous(), "mask": mask.contiguous()}
+
+
+def elastic_warp(
+    window: dict[str, torch.Tensor],
+    rng: np.random.Generator,
+    *,
+    spacing_mm: float,
+    control_mm: float = ELASTIC_CONTROL_MM,
+    displacement_mm: tuple[float, float] = ELASTIC_DISPLACEMENT_MM,
+) -> dict[str, torch.Tensor]:
+    """``window`` resampled through one smooth random in-plane displacement field.
+
+    Args:
+        window: ``{"image": (c, t, h, w), "mask": (1, t, h, w)}`` on the model grid.
+        rng: draws the field's standard deviation, then its control points.
+        spacing_mm: the model grid's in-plane pixel size (mm).
+        control_mm: spacing of the field's control points (mm); between them the field is
+            bicubic, so it is smooth on the scale of a gyrus.
+        displacement_mm: range of the displacement's standard deviation per axis (mm).
+
+    Returns:
+        A copy with the same field applied to every slice (never across slices) and every
+        channel: bilinear for the image with border padding, the mask kept where its
+        interpolated value is >= 0.5, as the rotation does.
+    """
+    if not (math.isfinite(spacing_mm) and spacing_mm > 0):
+        raise ValueError(f"spacing_mm must be a pixel size > 0, got {spacing_mm}")
+    image, mask = window["image"], window["mask"]
+    c, t, h, w = image.shape
+    sigma_px = rng.uniform(*displacement_mm) / spacing_mm
+    points = (max(2, math.ceil(h * spacing_mm / control_mm) + 1), max(2, math.ceil(w * spacing_mm / control_mm) + 1))
+    coarse = torch.from_numpy(rng.normal(0.0, sigma_px, (1, 2, *points)).astype(np.float32))
+    field = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)[0]  # (2, h, w) pixels: (dy, dx)
+    # grid_sample's normalised coordinates (align_corners=False): one pixel is 2 / size
+    ys = (torch.arange(h, dtype=torch.float32) + 0.5) * 2.0 / h - 1.0
+    xs = (torch.arange(w, dtype=torch.float32) + 0.5) * 2.0 / w - 1.0
+    base_y, base_x = torch.meshgrid(ys, xs, indexing="ij")
+    grid = torch.stack([base_x + field[1] * 2.0 / w, base_y + field[0] * 2.0 / h], dim=-1).expand(t, h, w, 2)
+    slices = rearrange(image, "c t h w -> t c h w")
+    warped = F.grid_sample(slices, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    labels = F.grid_sample(rearrange(mask, "c t h w -> t c h w").float(), grid, mode="bilinear", align_corners=False)
+    return {
+        **window,
+        "image": rearrange(warped, "t c h w -> c t h w").contiguous(),
+        "mask": (rearrange(labels, "t c h w -> c t h w") >= 0.5).to(mask.dtype).contiguous(),
+    }
+

@@ -15,7 +15,7 @@ from LambdaSegmentLib.training.prepared import PreparedCase
 from LambdaSegmentLib.training.real_backgrounds import (
     CSF_ADC, RealBackgroundWindows, bright_rim_voxels, inject_infarcts, load_background,
 )
-from LambdaSegmentLib.training.window_augmentation import augment_window
+from LambdaSegmentLib.training.window_augmentation import augment_window, elastic_warp
 
 from lambdasegment_training_helpers import TINY_PREPROCESSING, write_bids_case
 from test_cli import train_args
@@ -186,6 +186,52 @@ def test_bright_fields_brighten_dwi_alone_and_change_nothing_at_zero(background_
         assert (c["image"][1] >= a["image"][1]).all() and (c["image"][1] > a["image"][1]).any()  # the DWI brightened
     with pytest.raises(ValueError, match="bright_field_probability must be in"):
         RealBackgroundWindows(backgrounds, **common, bright_field_probability=1.5)
+
+
+def test_elastic_warp_bends_every_slice_alike_and_keeps_image_and_mask_together() -> None:
+    rng = np.random.default_rng(4)
+    yy, xx = np.mgrid[:48, :48]
+    disk = ((yy - 20) ** 2 + (xx - 26) ** 2 < 64).astype(np.float32)
+    texture = rng.uniform(0.5, 1.5, (48, 48)).astype(np.float32)
+    image = torch.from_numpy(np.stack([np.stack([disk] * 3), np.stack([texture] * 3)]))  # (c 2, t 3, h, w)
+    window = {"image": image, "mask": torch.from_numpy(disk[None, None].repeat(3, axis=1))}
+    bent = elastic_warp(window, np.random.default_rng(7), spacing_mm=2.0)
+    assert bent["image"].shape == image.shape and bent["mask"].shape == window["mask"].shape
+    assert set(torch.unique(bent["mask"]).tolist()) <= {0.0, 1.0}
+    for k in (1, 2):  # one in-plane field for every slice, never across slices
+        assert torch.equal(bent["image"][:, k], bent["image"][:, 0]) and torch.equal(bent["mask"][:, k], bent["mask"][:, 0])
+    # the mask goes where the image goes: channel 0 is the mask's own picture, sampled the same way
+    assert torch.equal(bent["mask"][0], (bent["image"][0] >= 0.5).float())
+    assert not torch.equal(bent["mask"], window["mask"]) and not torch.equal(bent["image"][1], image[1])
+    assert bent["image"][1].min() >= texture.min() - 1e-6 and bent["image"][1].max() <= texture.max() + 1e-6  # bilinear: no overshoot
+    # the displacement is in mm: a field of SD 0 leaves the window as it was
+    still = elastic_warp(window, np.random.default_rng(7), spacing_mm=2.0, displacement_mm=(0.0, 0.0))
+    assert torch.allclose(still["image"], image, atol=1e-5) and torch.equal(still["mask"], window["mask"])
+    with pytest.raises(ValueError, match="spacing_mm"):
+        elastic_warp(window, rng, spacing_mm=0.0)
+
+
+@pytest.mark.needs_atlas
+def test_elastic_windows_bend_their_share_and_leave_every_other_window_as_it_was(background_folder: Path) -> None:
+    backgrounds = loaded_backgrounds(background_folder)
+    common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=4, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8, dwi_channel=1,
+                  bright_field_probability=0.5)
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, elastic_probability=0.0)
+    half = RealBackgroundWindows(backgrounds, **common, elastic_probability=0.5)
+    bent = 0
+    for item in range(len(plain)):
+        a, b, c = plain[item], off[item], half[item]
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+        same = torch.equal(a["image"], c["image"]) and torch.equal(a["mask"], c["mask"])
+        bent += not same
+    assert 0 < bent < len(plain)  # a share, drawn on its own stream: the unbent windows (bright fields too) as without
+    with pytest.raises(ValueError, match="elastic_probability must be in"):
+        RealBackgroundWindows(backgrounds, **common, elastic_probability=1.5)
+    with pytest.raises(ValueError, match="in_plane_spacing_mm"):
+        RealBackgroundWindows(backgrounds, **{**common, "preprocessing": {**TINY_PREPROCESSING, "in_plane_spacing_mm": None}},
+                              elastic_probability=0.5)
 
 
 @pytest.mark.needs_atlas
@@ -387,7 +433,7 @@ def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys
 
 @pytest.mark.needs_atlas
 @pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability",
-                                     "bright_field_probability", "bright_cortex_probability"])
+                                     "bright_field_probability", "bright_cortex_probability", "elastic_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
     served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
@@ -401,7 +447,8 @@ def test_real_background_options_are_recorded_only_when_used(background_folder: 
                                                ("injected_faint_probability", "--injected-faint"),
                                                ("injected_whole_territory_probability", "--injected-whole-territory"),
                                                ("bright_field_probability", "--bright-fields"),
-                                               ("bright_cortex_probability", "--bright-cortex")])
+                                               ("bright_cortex_probability", "--bright-cortex"),
+                                               ("elastic_probability", "--elastic")])
 def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                    keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
