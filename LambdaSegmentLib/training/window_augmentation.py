@@ -115,7 +115,7 @@ def elastic_warp(
     if not (math.isfinite(spacing_mm) and spacing_mm > 0):
         raise ValueError(f"spacing_mm must be a pixel size > 0, got {spacing_mm}")
     image, mask = window["image"], window["mask"]
-    c, t, h, w = image.shape
+    _, t, h, w = image.shape
     sigma_px = rng.uniform(*displacement_mm) / spacing_mm
     points = (max(2, math.ceil(h * spacing_mm / control_mm) + 1), max(2, math.ceil(w * spacing_mm / control_mm) + 1))
     coarse = torch.from_numpy(rng.normal(0.0, sigma_px, (1, 2, *points)).astype(np.float32))
@@ -133,4 +133,3 @@ def elastic_warp(
         "image": rearrange(warped, "t c h w -> c t h w").contiguous(),
         "mask": (rearrange(labels, "t c h w -> c t h w") >= 0.5).to(mask.dtype).contiguous(),
     }
-
