@@ -357,12 +357,10 @@ class RealBackgroundWindows(Dataset):
             raise ValueError("faint_probability > 0 needs faint_signal: the lesion-signal ranges of a faint lesion")
         if rim_probability > 0 and dwi_channel is None:
             raise ValueError("rim_probability > 0 needs the DWI channel's index (dwi_channel)")
-        if elastic_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
-            raise ValueError("elastic_probability > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): "
-                             "the field's scale is in mm")
-        if rim_probability > 0 and not preprocessing.get("in_plane_spacing_mm"):
-            raise ValueError("rim_probability > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): "
-                             "the rims' depth is measured on it")
+        for name, share, why in (("elastic_probability", elastic_probability, "the field's scale is in mm"),
+                                 ("rim_probability", rim_probability, "the rims' depth is measured on it")):
+            if share > 0 and not preprocessing.get("in_plane_spacing_mm"):
+                raise ValueError(f"{name} > 0 needs a fixed model grid (preprocessing in_plane_spacing_mm): {why}")
         if rim_probability > 0 and dict(preprocessing.get("normalization", {})).get("dwi") not in RIM_NORMALISATIONS:
             raise ValueError(f"rim_probability > 0 needs the DWI channel in brain-median units (normalization "
                              f"{sorted(RIM_NORMALISATIONS)}): the rims' brightness is read on it")

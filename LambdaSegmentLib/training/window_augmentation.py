@@ -46,6 +46,17 @@ ELASTIC_CONTROL_MM = 32.0
 ELASTIC_DISPLACEMENT_MM = (1.0, 4.0)
 
 
+def resample_in_plane(image: torch.Tensor, mask: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``image`` (c, t, h, w) and ``mask`` (1, t, h, w) sampled at ``grid`` (t, h, w, 2; grid_sample's
+    normalised coordinates, align_corners=False), each slice at its own in-plane grid, never across
+    slices: the image bilinear, the mask bilinear and kept where >= 0.5 (float32, binary)."""
+    slices = rearrange(image, "c t h w -> t c h w")
+    # border padding: the corners brought in take the window edge's values (background eADC is 1, never 0)
+    image = rearrange(F.grid_sample(slices, grid, mode="bilinear", padding_mode="border", align_corners=False), "t c h w -> c t h w")
+    labels = F.grid_sample(rearrange(mask, "c t h w -> t c h w").float(), grid, mode="bilinear", align_corners=False)
+    return image.contiguous(), (rearrange(labels, "t c h w -> c t h w") >= 0.5).float().contiguous()
+
+
 def augment_window(
     window: dict[str, torch.Tensor], rng: np.random.Generator, *, dwi_channel: int, eadc_channel: int
 ) -> dict[str, torch.Tensor]:
@@ -61,12 +72,7 @@ def augment_window(
             [[math.cos(angle) / scale, -math.sin(angle) / scale, 0.0], [math.sin(angle) / scale, math.cos(angle) / scale, 0.0]],
             dtype=torch.float32,
         ).expand(t, 2, 3)
-        grid = F.affine_grid(theta, [t, c, h, w], align_corners=False)
-        slices = rearrange(image, "c t h w -> t c h w")
-        # border padding: the corners brought in take the window edge's values (background eADC is 1, never 0)
-        image = rearrange(F.grid_sample(slices, grid, mode="bilinear", padding_mode="border", align_corners=False), "t c h w -> c t h w")
-        labels = F.grid_sample(rearrange(mask, "c t h w -> t c h w"), grid, mode="bilinear", align_corners=False)
-        mask = (rearrange(labels, "t c h w -> c t h w") >= 0.5).float()
+        image, mask = resample_in_plane(image, mask, F.affine_grid(theta, [t, c, h, w], align_corners=False))
     dwi = image[dwi_channel]
     inside = dwi > 0
     gamma = rng.uniform(0.75, 1.35)
@@ -109,8 +115,7 @@ def elastic_warp(
 
     Returns:
         A copy with the same field applied to every slice (never across slices) and every
-        channel: bilinear for the image with border padding, the mask kept where its
-        interpolated value is >= 0.5, as the rotation does.
+        channel, resampled as the rotation is (:func:`resample_in_plane`).
     """
     if not (math.isfinite(spacing_mm) and spacing_mm > 0):
         raise ValueError(f"spacing_mm must be a pixel size > 0, got {spacing_mm}")
@@ -125,11 +130,5 @@ def elastic_warp(
     xs = (torch.arange(w, dtype=torch.float32) + 0.5) * 2.0 / w - 1.0
     base_y, base_x = torch.meshgrid(ys, xs, indexing="ij")
     grid = torch.stack([base_x + field[1] * 2.0 / w, base_y + field[0] * 2.0 / h], dim=-1).expand(t, h, w, 2)
-    slices = rearrange(image, "c t h w -> t c h w")
-    warped = F.grid_sample(slices, grid, mode="bilinear", padding_mode="border", align_corners=False)
-    labels = F.grid_sample(rearrange(mask, "c t h w -> t c h w").float(), grid, mode="bilinear", align_corners=False)
-    return {
-        **window,
-        "image": rearrange(warped, "t c h w -> c t h w").contiguous(),
-        "mask": (rearrange(labels, "t c h w -> c t h w") >= 0.5).to(mask.dtype).contiguous(),
-    }
+    warped, labels = resample_in_plane(image, mask, grid)
+    return {**window, "image": warped, "mask": labels.to(mask.dtype)}
