@@ -90,6 +90,10 @@ DEFAULT_RANGES: dict[str, Any] = {
     # lesion shapes and sizes
     "massive_infarct_probability": 0.1,  # a territorial lesion becomes a 100-300 mL whole-territory infarct
     "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
+    # pull of territorial lesions and embolic showers towards the brain's surface (lesions.shallowness):
+    # at 0 they lie deeper than real infarcts, under-filling the outer 2-4 mm (issue 13, rule 116;
+    # benchmarks/lesion_edge_depth.py); reads no random number, so every other draw stays as at 0
+    "lesion_surface_pull": 0.0,
     # skull-stripped edge, dura and vessels
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)
     "extra_axial_csf_mm": (1.0, 3.0),  # subarachnoid CSF outside the template's brain surface
@@ -250,6 +254,8 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     scale_lo, scale_hi = _checked_range(merged, "template_scale")
     if not 0.5 <= scale_lo <= scale_hi <= 2.0:
         raise ValueError(f"template_scale must be a (lo, hi) range within [0.5, 2], got {merged['template_scale']!r}")
+    if not 0.0 <= float(merged["lesion_surface_pull"]) <= 10.0:
+        raise ValueError(f"lesion_surface_pull must be in [0, 10], got {merged['lesion_surface_pull']!r}")
     if not 0.0 < float(merged["label_fraction"]) <= 1.0:
         raise ValueError(f"label_fraction must be in (0, 1], got {merged['label_fraction']!r}")
     shell = merged["skull_on_dura"]
@@ -584,7 +590,8 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
                                 "components": 1, "lesymap": info}
         else:
             volume_ml = sample_whole_territory_ml(rng, (lo, hi)) if massive else sample_volume_ml(rng, kind, (lo, hi))
-            lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=massive)
+            lesion, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=massive,
+                                       surface_pull=float(options["lesion_surface_pull"]))
             params["lesion"] = {"kind": plan.kind, "template_volume_ml": plan.volume_ml,
                                 "territories": plan.territories, "components": plan.components}
         if massive:  # whole-territory infarcts: bulk ~3x brain DWI, largely pseudo-normalised ADC

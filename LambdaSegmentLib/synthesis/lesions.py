@@ -5,17 +5,25 @@ territory (several for a shower), grown from a seed by ranking a score that mixe
 distance to the seed, smooth noise (irregular borders) and a grey-matter preference
 (lesions that follow the gyri). Its volume is chosen up front and met by taking the top
 voxels of the score, so the shape is irregular but the volume is exact on the template.
+
+A ``surface_pull`` > 0 adds a preference for tissue near the brain's surface (:func:`shallowness`)
+to the score of territorial lesions and to the seed weights of an embolic shower's blobs: real
+infarcts reach the cortex and the skull-stripped edge about as often as the brain's tissue lies
+there, where the plain score keeps them deeper (issue 13, rule 116;
+``benchmarks/lesion_edge_depth.py``). It reads no random number, so at any value every other
+draw stays as at 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import functools
 
 import numpy as np
 from scipy import ndimage
 
 from .fields import CroppedField, smooth_noise
-from .template import LACUNAR_TERRITORIES, MAJOR_TERRITORY
+from .template import LACUNAR_TERRITORIES, MAJOR_TERRITORY, load_head_distance
 
 LESION_KINDS = ("territorial", "lacunar", "embolic")
 # Typical (median) total volume in mL of each kind; spread is log-normal around it.
@@ -27,6 +35,8 @@ KIND_LIMITS_ML = {"territorial": (0.5, 300.0), "lacunar": (0.01, 2.0), "embolic"
 #: A whole-territory infarct's volume on the template (mL): every level-1 territory of one major
 #: artery on one side (``draw_lesion(..., whole_territory=True)``).
 WHOLE_TERRITORY_ML = (100.0, 300.0)
+#: :func:`shallowness` falls linearly from 1 at the brain's surface to 0 at this depth (mm).
+SURFACE_REACH_MM = 10.0
 
 
 @dataclass
@@ -78,6 +88,17 @@ def _territory_choice(rng: np.random.Generator, labels: np.ndarray) -> int:
     return int(rng.choice(labels, p=weights / weights.sum()))
 
 
+@functools.cache
+def shallowness() -> np.ndarray:
+    """(x, y, z) on the 1 mm template grid: 1 at the brain's outer surface (brain and its CSF,
+    :func:`.template.load_head_distance`), falling linearly to 0 at :data:`SURFACE_REACH_MM` deep
+    and beyond, 0 outside."""
+    depth = -load_head_distance()  # mm below the surface, < 0 outside
+    near = np.where(depth >= 0.0, np.clip(1.0 - depth / SURFACE_REACH_MM, 0.0, 1.0), 0.0).astype(np.float32)
+    near.setflags(write=False)
+    return near
+
+
 def _crop_box(mask: np.ndarray, margin: int) -> tuple[slice, slice, slice]:
     nonzero = np.nonzero(mask)
     return tuple(
@@ -96,13 +117,18 @@ def _grow(
     gm_preference: float,
     noise_sigma: float,
     elongation: np.ndarray,
+    surface: np.ndarray | float = 0.0,
 ) -> np.ndarray:
-    """Boolean region of ``n_voxels`` voxels of ``allowed`` around ``seed`` (indices of the crop)."""
+    """Boolean region of ``n_voxels`` voxels of ``allowed`` around ``seed`` (indices of the crop).
+
+    ``surface``: added to every voxel's score (a scalar, or an array of the crop's shape), e.g. a
+    pull towards the brain's surface; the score's other terms are about -1 at the region's edge.
+    """
     grid = np.indices(allowed.shape, dtype=np.float32)
     offset = (grid - seed[:, None, None, None]) * elongation[:, None, None, None]
     radius = (3.0 * n_voxels / (4.0 * np.pi)) ** (1.0 / 3.0) + 0.5
     distance = np.sqrt((offset**2).sum(axis=0)) / radius
-    score = -distance + irregularity * smooth_noise(rng, allowed.shape, noise_sigma) + gm_preference * gm
+    score = -distance + irregularity * smooth_noise(rng, allowed.shape, noise_sigma) + gm_preference * gm + surface
     score = np.where(allowed, score, -np.inf)
     n_voxels = int(min(n_voxels, allowed.sum()))
     if n_voxels <= 0:
@@ -120,6 +146,7 @@ def draw_lesion(
     wm: np.ndarray,
     territories: np.ndarray,
     whole_territory: bool = False,
+    surface_pull: float = 0.0,
 ) -> tuple[CroppedField, LesionPlan]:
     """The infarct of one study as a lesion-fraction field on the 1 mm template grid.
 
@@ -128,6 +155,9 @@ def draw_lesion(
         territories: JHU labels on the same grid.
         whole_territory: (territorial only) grow in every level-1 territory of the drawn
             one's major artery and hemisphere, for whole-territory (100-300 mL) infarcts.
+        surface_pull: (territorial and embolic, not whole-territory) weight of :func:`shallowness`
+            in a territorial lesion's score and in a shower's seed weights (1 + pull x
+            shallowness); 0 leaves them as before. Reads no random number.
     Returns:
         A cropped field in [0, 1] (1 = infarcted tissue) and what was drawn.
     """
@@ -155,8 +185,9 @@ def draw_lesion(
         allowed = region_mask[box]
         seeds = np.argwhere(allowed)
         seed = seeds[rng.integers(len(seeds))].astype(np.float32)
+        pull = surface_pull * shallowness()[box] if surface_pull and not whole_territory else 0.0
         lesion = _grow(rng, allowed, gm[box], seed, round(volume_ml * 1000), rng.uniform(0.2, 0.6),
-                       rng.uniform(-0.2, 0.8), rng.uniform(2.0, 5.0), rng.uniform(0.7, 1.3, 3).astype(np.float32))
+                       rng.uniform(-0.2, 0.8), rng.uniform(2.0, 5.0), rng.uniform(0.7, 1.3, 3).astype(np.float32), pull)
     elif kind == "embolic":
         first = _territory_choice(rng, labels)
         hemisphere = first % 2  # odd labels left, even right
@@ -171,7 +202,17 @@ def draw_lesion(
         plan.territories = [first] + [int(l) for l in extra]
         region_mask = np.isin(territories, plan.territories) & tissue
         plan.components = int(rng.integers(5, 60))
-        shower = scatter_blobs(rng, region_mask, gm, plan.components, volume_ml, gm_preference=0.6)
+        if surface_pull:
+            # the pulled blobs grow noise over boxes that depend on where they land, so they are
+            # drawn from a replay of this generator while the generator itself advances as the
+            # unpulled shower would advance it: every later draw of the study stays as at 0
+            replay = np.random.Generator(type(rng.bit_generator)())
+            replay.bit_generator.state = rng.bit_generator.state
+            scatter_blobs(rng, region_mask, gm, plan.components, volume_ml, gm_preference=0.6)
+            shower = scatter_blobs(replay, region_mask, gm, plan.components, volume_ml, gm_preference=0.6,
+                                   surface_pull=surface_pull)
+        else:
+            shower = scatter_blobs(rng, region_mask, gm, plan.components, volume_ml, gm_preference=0.6)
         plan.volume_ml = float((shower.values >= 0.5).sum()) / 1000.0
         return shower, plan
     else:
@@ -190,11 +231,13 @@ def scatter_blobs(
     n_blobs: int,
     volume_ml: float,
     gm_preference: float,
+    surface_pull: float = 0.0,
 ) -> CroppedField:
     """``n_blobs`` small irregular blobs inside ``region_mask`` (template 1 mm) totalling about ``volume_ml``.
 
     Blob volumes are log-normal shares of the total; seeds are weighted towards grey
-    matter by ``gm_preference`` (0: anywhere in the region).
+    matter by ``gm_preference`` (0: anywhere in the region) and, by ``1 + surface_pull x``
+    :func:`shallowness`, towards the brain's surface (0: as before; the same random draws).
     """
     box = _crop_box(region_mask, 4)
     allowed = region_mask[box]
@@ -203,6 +246,8 @@ def scatter_blobs(
     blob_voxels = np.maximum(1, np.round(shares / shares.sum() * volume_ml * 1000)).astype(int)
     candidates = np.argwhere(allowed)
     weights = gm_preference * gm_box[allowed] + 0.2
+    if surface_pull:
+        weights = weights * (1.0 + surface_pull * shallowness()[box][allowed])
     picks = rng.choice(len(candidates), size=n_blobs, p=weights / weights.sum())
     blobs = np.zeros(allowed.shape, dtype=bool)
     for voxels, pick in zip(blob_voxels, picks):

@@ -225,6 +225,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     bright_cortex_probability=self.bright_cortex_probability,
                     elastic_probability=self.elastic_probability,
                     label_fraction=float(self.synthesis_ranges.get("label_fraction", DEFAULT_RANGES["label_fraction"])),  # as the generator labels
+                    surface_pull=float(self.synthesis_ranges.get("lesion_surface_pull", DEFAULT_RANGES["lesion_surface_pull"])),  # as it draws
                 )
             )
         merged = parts[0]

@@ -17,7 +17,9 @@ real edges, rims and artefacts are negatives every time:
 3. only lesion-free brain tissue receives them: never outside the brain, never in CSF
    (ADC ≥ 1.6×10⁻³ mm²/s), never within ``margin_voxels`` of a real lesion; the real
    lesions keep their expert label, the injected ones get theirs (lesion fraction ≥ 0.5, or
-   ``label_fraction``: the synthesis option of the same name, issue 13's rule 107);
+   ``label_fraction``: the synthesis option of the same name, issue 13's rule 107); with
+   ``surface_pull`` (the synthesis option ``lesion_surface_pull``, rule 116) they are drawn
+   nearer the brain's surface, as the generator draws its own;
 4. heavy augmentation follows on the model grid (:mod:`.window_augmentation`).
 
 Windows are cut around a lesion (``lesion_probability``) or anywhere. With
@@ -166,6 +168,7 @@ def inject_infarcts(
     signal: Mapping[str, Any] | None = None,
     whole_territory: bool = False,
     label_fraction: float = 0.5,
+    surface_pull: float = 0.0,
 ) -> tuple[Study, np.ndarray, list[dict[str, Any]]]:
     """``count`` synthetic infarcts written into the background's signals.
 
@@ -181,6 +184,9 @@ def inject_infarcts(
 
     ``label_fraction``: an injected voxel is labelled where its lesion fraction is at least this
     (the synthesis option of the same name; the signal is written wherever the fraction is > 0).
+
+    ``surface_pull``: the shapes' pull towards the brain's surface (the synthesis option
+    ``lesion_surface_pull``, :func:`..synthesis.lesions.draw_lesion`); reads no random number.
 
     Returns:
         (study, label, drawn): the new study (same grid, ADC in 10⁻³ mm²/s, eADC
@@ -207,7 +213,8 @@ def inject_infarcts(
         else:
             kind = choose_kind(rng, volume_range_ml)
             volume_ml = sample_volume_ml(rng, kind, volume_range_ml)
-        field, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=whole_territory)
+        field, plan = draw_lesion(rng, kind, volume_ml, template.gm, template.wm, territories, whole_territory=whole_territory,
+                                  surface_pull=surface_pull)
         fraction = np.maximum(fraction, field.sample(points).reshape(dwi.shape))
         drawn.append({"kind": plan.kind, "template_volume_ml": plan.volume_ml, "territories": plan.territories})
     fraction = np.where(allowed, fraction, 0.0).astype(np.float32)
@@ -337,6 +344,7 @@ class RealBackgroundWindows(Dataset):
         bright_cortex_probability: float = 0.0,
         label_fraction: float = 0.5,
         elastic_probability: float = 0.0,
+        surface_pull: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -381,6 +389,9 @@ class RealBackgroundWindows(Dataset):
         if not 0.0 < label_fraction <= 1.0:
             raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
         self.label_fraction = float(label_fraction)
+        if surface_pull < 0.0:
+            raise ValueError(f"surface_pull must be >= 0, got {surface_pull}")
+        self.surface_pull = float(surface_pull)
         self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
 
     def __len__(self) -> int:
@@ -401,7 +412,7 @@ class RealBackgroundWindows(Dataset):
                  and np.random.default_rng([self.base_seed, self.epoch, study, FAINT_STREAM]).random() < self.faint_probability)
         injected, label, _drawn = inject_infarcts(background, rng, count=1 if whole else count,
                                                   signal=self.faint_signal if faint else None, whole_territory=whole,
-                                                  label_fraction=self.label_fraction)
+                                                  label_fraction=self.label_fraction, surface_pull=self.surface_pull)
         if self.bright_cortex_probability > 0:
             cortex_rng = np.random.default_rng([self.base_seed, self.epoch, study, BRIGHT_CORTEX_STREAM])
             if cortex_rng.random() < self.bright_cortex_probability:

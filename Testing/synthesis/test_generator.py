@@ -173,3 +173,55 @@ def test_a_lower_label_fraction_widens_only_the_mask(territorial) -> None:
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match="label_fraction"):
             check_ranges({"label_fraction": bad})
+
+
+@pytest.mark.needs_atlas
+@pytest.mark.parametrize("kind", ["territorial", "embolic"])
+def test_the_surface_pull_moves_the_drawn_lesion_outwards_and_nothing_else(kind: str) -> None:
+    """Issue 13's rule 116 (``lesion_surface_pull``): the same draws, the lesion shifted towards the
+    brain's surface (on the template: the same volume for a territorial lesion, the same number of
+    blobs for a shower); at 0 exactly as without the option."""
+    from LambdaSegmentLib.synthesis.lesions import draw_lesion, shallowness
+
+    template, territories = load_tissue_template(), load_territories()
+    drawn = {pull: draw_lesion(np.random.default_rng(7), kind, 12.0, template.gm, template.wm, territories, surface_pull=pull)
+             for pull in (0.0, 2.0)}
+    plain, _ = draw_lesion(np.random.default_rng(7), kind, 12.0, template.gm, template.wm, territories)
+    np.testing.assert_array_equal(plain.values, drawn[0.0][0].values)
+    near = shallowness()
+    mean_near = {}
+    for pull, (field, plan) in drawn.items():
+        box = tuple(slice(a, a + n) for a, n in zip(field.start, field.values.shape))
+        inside = field.values >= 0.5
+        mean_near[pull] = float(near[box][inside].mean())
+    assert drawn[2.0][0].values.shape == drawn[0.0][0].values.shape  # the crop (the territory's box) is kept
+    assert drawn[2.0][1].components == drawn[0.0][1].components
+    if kind == "territorial":
+        assert drawn[2.0][1].volume_ml == pytest.approx(drawn[0.0][1].volume_ml)
+    assert mean_near[2.0] > mean_near[0.0] + 0.05
+
+
+@pytest.mark.needs_atlas
+@pytest.mark.parametrize("kind", ["territorial", "embolic"])
+def test_the_surface_pull_changes_the_study_only_around_its_lesion(kind: str, territorial, shower) -> None:
+    """The acquisition, the artefacts and the noise of the study are drawn as without the option
+    (a shower's blobs, whose draws depend on where they land, come from a replay of the study's
+    generator); only the lesion (and its label) moves. Validated."""
+    from scipy import ndimage
+
+    options = ({"seed": 11, "slice_thickness_mm": 3.0, "lesion_volume_ml": (8.0, 30.0), "skull_stripped": True}
+               if kind == "territorial" else {"seed": 12, "slice_thickness_mm": 2.0, "lesion_volume_ml": (2.0, 10.0)})
+    plain = territorial if kind == "territorial" else shower
+    pulled = generate(**options, **SMALL, lesion_kind=kind, lesion_surface_pull=2.0)
+    plain_mask, pulled_mask = np.asarray(plain.mask.array) != 0, np.asarray(pulled.mask.array) != 0
+    assert not np.array_equal(plain_mask, pulled_mask)
+    assert pulled.params["lesion"]["components"] == plain.params["lesion"]["components"]
+    for name in ("tissue", "territory"):
+        np.testing.assert_array_equal(np.asarray(getattr(pulled, name).array), np.asarray(getattr(plain, name).array))
+    # away from both labels only the signal of blobs too small to be labelled (and the faint
+    # tails of the rest) may differ; a different random draw would change nearly every voxel
+    away = ~ndimage.binary_dilation(plain_mask | pulled_mask, iterations=4)
+    assert np.mean(np.asarray(pulled.dwi.array)[away] == np.asarray(plain.dwi.array)[away]) > 0.99
+    for bad in (-0.5, 11.0):
+        with pytest.raises(ValueError, match="lesion_surface_pull"):
+            check_ranges({"lesion_surface_pull": bad})

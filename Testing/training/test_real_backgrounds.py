@@ -478,3 +478,27 @@ def test_a_lower_label_fraction_labels_the_same_injection_wider_and_changes_no_s
     with pytest.raises(ValueError, match="label_fraction"):
         RealBackgroundWindows(loaded_backgrounds(background_folder), studies=1, preprocessing=TINY_PREPROCESSING,
                               windows_per_study=1, window_slices=4, size_hw=(32, 32), base_seed=1, epoch=0, label_fraction=0.0)
+
+
+@pytest.mark.needs_atlas
+def test_the_surface_pull_draws_the_same_injection_nearer_the_surface(background_folder: Path) -> None:
+    """Issue 13's rule 116: the same kinds and volumes drawn, the shapes pulled towards the brain's
+    surface; at 0 exactly as without the option; the datamodule passes the synthesis option on."""
+    from LambdaSegmentLib.inference.postprocess import edge_depth_mm
+
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    depth = edge_depth_mm(background.brain, background.study.dwi.spacing_mm)
+    plain_depths, pulled_depths = [], []
+    for seed in range(4):
+        plain, plain_label, plain_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2)
+        same, same_label, _ = inject_infarcts(background, np.random.default_rng(seed), count=2, surface_pull=0.0)
+        np.testing.assert_array_equal(np.asarray(plain.dwi.array), np.asarray(same.dwi.array))
+        pulled, pulled_label, pulled_drawn = inject_infarcts(background, np.random.default_rng(seed), count=2, surface_pull=4.0)
+        assert [d["kind"] for d in plain_drawn] == [d["kind"] for d in pulled_drawn]
+        plain_depths += list(depth[plain_label & ~background.lesion])
+        pulled_depths += list(depth[pulled_label & ~background.lesion])
+    assert plain_depths and pulled_depths and np.mean(pulled_depths) < np.mean(plain_depths)
+    with pytest.raises(ValueError, match="surface_pull"):
+        RealBackgroundWindows(loaded_backgrounds(background_folder), studies=1, preprocessing=TINY_PREPROCESSING,
+                              windows_per_study=1, window_slices=4, size_hw=(32, 32), base_seed=1, epoch=0, surface_pull=-1.0)
