@@ -1,7 +1,8 @@
 """How deep below the skull-stripped brain's edge infarcts lie: real expert lesions against the
 generator's (issue 13, rule 116).
 
-    .venv/bin/python benchmarks/lesion_edge_depth.py --pulls 0 0.5 1 2
+    .venv/bin/python benchmarks/lesion_edge_depth.py --pulls 0 0.5 1 2 4
+    .venv/bin/python benchmarks/lesion_edge_depth.py --variants '{}' '{"mask_rim_voxels": [0, 0.4]}' --output ...
 
 For each depth band below the brain mask's edge (``postprocess.edge_depth_mm``, the edge check's
 depth: 0-2, 2-4, 4-6, 6-10 and over 10 mm) it reports the band's share of the lesion voxels and
@@ -10,7 +11,13 @@ brain's tissue does). The real rows are the two ISLES'22 cases' expert masks (sk
 ``../shared`` is absent); the synthetic rows are ``--studies`` skull-stripped studies per lesion
 kind (territorial and embolic; lacunes are deep by nature) on a 2 mm isotropic grid, as the real
 cases are, for each ``--pulls`` value of the generator's ``lesion_surface_pull`` (seeds
-``--seed``.., the same for every value, so only the pull differs). Lesion-free draws are skipped.
+``--seed``.., the same for every value, so only the pull differs), and for each of ``--variants``
+(generator options, JSON objects, on top of ``--synthesis``). Lesion-free draws are skipped.
+
+Beside each row, the band's lesion-free tissue: its median ADC and DWI over the brain's
+(real: the expert mask grown by 2 voxels left out; synthetic: the mean of the studies' medians).
+A thicker CSF shell under the mask's edge than the real one shows as a band whose ADC is
+CSF-like where the real band is already cortex.
 
 With ``--recall CASE=PKG ...`` it also reports, per band, the share of the case's expert voxels
 where that package's plain-pass probability is at least ``--threshold`` (0.3): where the network
@@ -30,6 +37,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -78,9 +86,20 @@ def band_recall(case: str, package_dir: str, threshold: float) -> dict:
             "recall": [round(np.count_nonzero(found & band) / max(np.count_nonzero(lesion & band), 1), 3) for band in in_band]}
 
 
-def row(name: str, lesion: np.ndarray, brain: np.ndarray, studies: int) -> dict:
+def tissue_profile(study: Study, lesion: np.ndarray) -> np.ndarray:
+    """(2, bands): the median ADC and DWI of each band's tissue outside ``lesion``, over the
+    brain's medians (outside ``lesion`` too)."""
+    brain, in_band = depth_bands(study)
+    tissue = brain & ~np.asarray(lesion, dtype=bool)
+    adc, dwi = np.asarray(study.adc.array), np.asarray(study.dwi.array)
+    return np.asarray([[np.median(image[tissue & band]) / np.median(image[tissue]) if (tissue & band).any() else np.nan
+                        for band in in_band] for image in (adc, dwi)])
+
+
+def row(name: str, lesion: np.ndarray, brain: np.ndarray, studies: int, profile: np.ndarray) -> dict:
     lesion_share, brain_share = lesion / max(lesion.sum(), 1.0), brain / max(brain.sum(), 1.0)
     return {"name": name, "studies": studies, "lesion_voxels": int(lesion.sum()),
+            "tissue_adc": [round(float(x), 3) for x in profile[0]], "tissue_dwi": [round(float(x), 3) for x in profile[1]],
             "lesion_share": [round(float(x), 4) for x in lesion_share],
             "brain_share": [round(float(x), 4) for x in brain_share],
             "ratio": [round(float(l / b), 3) if b > 0 else None for l, b in zip(lesion_share, brain_share)]}
@@ -92,6 +111,8 @@ def main() -> None:
     parser.add_argument("--studies", type=int, default=16, help="synthetic studies per kind and pull")
     parser.add_argument("--seed", type=int, default=32_500_000)
     parser.add_argument("--synthesis", default="{}", help="further generator options (JSON)")
+    parser.add_argument("--variants", nargs="+", default=["{}"], metavar="JSON",
+                        help="generator options on top of --synthesis, one set of rows each (default: none)")
     parser.add_argument("--recall", nargs="*", default=[], metavar="CASE=PKG",
                         help="also each package's recall of the case's expert voxels per band (plain pass)")
     parser.add_argument("--threshold", type=float, default=0.3, help="--recall's probability threshold")
@@ -102,23 +123,29 @@ def main() -> None:
     if ISLES.is_dir():
         for case in CASES:
             study, truth = load_real(case, False)
-            rows.append(row(f"real {case}", *band_counts(study, truth), 1))
+            grown = ndimage.binary_dilation(truth, iterations=2)
+            rows.append(row(f"real {case}", *band_counts(study, truth), 1, tissue_profile(study, grown)))
     else:
         print(f"lesion_edge_depth: {ISLES} not found; synthetic rows only", flush=True)
-    for pull in args.pulls:
-        for kind in KINDS:
-            lesion, brain, used = np.zeros(len(BANDS_MM) - 1), np.zeros(len(BANDS_MM) - 1), 0
-            for seed in range(args.seed, args.seed + args.studies):
-                study, truth = synthetic(seed, **{**extra, **GRID, "lesion_kind": kind, "lesion_surface_pull": pull})
-                if not truth.any():
-                    continue
-                counts = band_counts(study, truth)
-                lesion, brain, used = lesion + counts[0], brain + counts[1], used + 1
-            rows.append(row(f"synthetic {kind}, pull {pull:g}", lesion, brain, used))
-            print(json.dumps(rows[-1]), flush=True)
+    for variant in map(json.loads, args.variants):
+        for pull in args.pulls:
+            for kind in KINDS:
+                lesion, brain, profiles = np.zeros(len(BANDS_MM) - 1), np.zeros(len(BANDS_MM) - 1), []
+                for seed in range(args.seed, args.seed + args.studies):
+                    study, truth = synthetic(seed, **{**extra, **variant, **GRID, "lesion_kind": kind, "lesion_surface_pull": pull})
+                    if not truth.any():
+                        continue
+                    counts = band_counts(study, truth)
+                    lesion, brain = lesion + counts[0], brain + counts[1]
+                    profiles.append(tissue_profile(study, truth))
+                named = f"{json.dumps(variant)}, " if variant else ""
+                rows.append(row(f"synthetic {named}{kind}, pull {pull:g}", lesion, brain, len(profiles),
+                                np.nanmean(profiles, axis=0)))
+                print(json.dumps(rows[-1]), flush=True)
     recalls = [band_recall(*spec.split("=", 1), args.threshold) for spec in args.recall]
     bands = [f"{lo:g}-{hi:g} mm" if np.isfinite(hi) else f"> {lo:g} mm" for lo, hi in zip(BANDS_MM[:-1], BANDS_MM[1:])]
-    result = {"command": invocation(), "bands": bands, "grid": GRID, "synthesis": extra, "rows": rows, "recall": recalls}
+    result = {"command": invocation(), "bands": bands, "grid": GRID, "synthesis": extra, "variants": args.variants,
+              "rows": rows, "recall": recalls}
     args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     lines = ["# Lesion depth below the skull-stripped brain's edge: lesion share / brain share per band", "",
              f"Command: `{invocation()}`", "",
@@ -128,6 +155,10 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['name']} | {r['studies']} | {r['lesion_voxels']} | "
                      + " | ".join(f"{x:.2f}" if x is not None else "–" for x in r["ratio"]) + " |")
+    lines += ["", "Lesion-free tissue per band: median ADC / median DWI, each over the brain's:", "",
+              "| rows | " + " | ".join(bands) + " |", "|---|" + "---|" * len(bands)]
+    lines += [f"| {r['name']} | " + " | ".join(f"{a:.2f} / {d:.2f}" for a, d in zip(r["tissue_adc"], r["tissue_dwi"])) + " |"
+              for r in rows]
     if recalls:
         lines += ["", f"Recall of the expert voxels per band (plain pass, probability ≥ {args.threshold:g}):", "",
                   "| case | package | " + " | ".join(bands) + " |", "|---|---|" + "---|" * len(bands)]
