@@ -90,9 +90,9 @@ DEFAULT_RANGES: dict[str, Any] = {
     # lesion shapes and sizes
     "massive_infarct_probability": 0.1,  # a territorial lesion becomes a 100-300 mL whole-territory infarct
     "lesymap_probability": 0.35,  # a territorial lesion takes a real LESYMAP shape instead
-    # pull of territorial lesions and embolic showers towards the brain's surface (lesions.shallowness):
-    # at 0 they lie deeper than real infarcts, under-filling the outer 2-4 mm (issue 13, rule 116;
-    # benchmarks/lesion_edge_depth.py); reads no random number, so every other draw stays as at 0
+    # pull of territorial lesions and embolic showers towards the brain's surface (lesions.shallowness);
+    # reads no random number, so every other draw stays as at 0. Measured and left off (issue 13,
+    # rule 116): it fills 4-10 mm below a skull-stripped edge, not the 2-4 mm the real lesions fill
     "lesion_surface_pull": 0.0,
     # skull-stripped edge, dura and vessels
     "mask_rim_voxels": (0.0, 1.2),  # skull-strip mask dilation beyond the brain (rounded, in-plane voxels)

@@ -7,11 +7,11 @@ distance to the seed, smooth noise (irregular borders) and a grey-matter prefere
 voxels of the score, so the shape is irregular but the volume is exact on the template.
 
 A ``surface_pull`` > 0 adds a preference for tissue near the brain's surface (:func:`shallowness`)
-to the score of territorial lesions and to the seed weights of an embolic shower's blobs: real
-infarcts reach the cortex and the skull-stripped edge about as often as the brain's tissue lies
-there, where the plain score keeps them deeper (issue 13, rule 116;
-``benchmarks/lesion_edge_depth.py``). It reads no random number, so at any value every other
-draw stays as at 0.
+to the score of territorial lesions and to the seed weights of an embolic shower's blobs. It
+reads no random number, so at any value every other draw stays as at 0. Issue 13's rule 116
+measured it (``benchmarks/lesion_edge_depth.py``) and left it off: it moves lesions into the
+4-10 mm below a skull-stripped edge, not into the 2-4 mm that real lesions fill and the
+generator's do not, because under the default mask rim that band is CSF (rule 117).
 """
 
 from __future__ import annotations
