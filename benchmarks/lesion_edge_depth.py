@@ -65,9 +65,8 @@ def depth_bands(study: Study) -> tuple[np.ndarray, list[np.ndarray]]:
     return brain, [((depth > lo) if lo > 0 else brain) & (depth <= hi) for lo, hi in bands]
 
 
-def band_counts(study: Study, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lesion voxels, brain voxels) per depth band of :data:`BANDS_MM`."""
-    brain, in_band = depth_bands(study)
+def band_counts(brain: np.ndarray, in_band: list[np.ndarray], truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lesion voxels, brain voxels) per depth band (``brain, in_band``: :func:`depth_bands`)."""
     lesion = np.asarray(truth, dtype=bool) & brain
     return (np.asarray([np.count_nonzero(lesion & band) for band in in_band], dtype=float),
             np.asarray([np.count_nonzero(brain & band) for band in in_band], dtype=float))
@@ -91,10 +90,9 @@ def band_recall(case: str, package_dir: str, threshold: float) -> dict:
             "recall": [round(np.count_nonzero(found & band) / max(np.count_nonzero(lesion & band), 1), 3) for band in in_band]}
 
 
-def tissue_profile(study: Study, lesion: np.ndarray) -> np.ndarray:
+def tissue_profile(study: Study, brain: np.ndarray, in_band: list[np.ndarray], lesion: np.ndarray) -> np.ndarray:
     """(2, bands): the median ADC and DWI of each band's tissue outside ``lesion``, over the
-    brain's medians (outside ``lesion`` too)."""
-    brain, in_band = depth_bands(study)
+    brain's medians (outside ``lesion`` too); ``brain, in_band``: :func:`depth_bands`."""
     tissue = brain & ~np.asarray(lesion, dtype=bool)
     adc, dwi = np.asarray(study.adc.array), np.asarray(study.dwi.array)
     return np.asarray([[np.median(image[tissue & band]) / np.median(image[tissue]) if (tissue & band).any() else np.nan
@@ -129,7 +127,8 @@ def main() -> None:
         for case in CASES:
             study, truth = load_real(case, False)
             grown = ndimage.binary_dilation(truth, iterations=2)
-            rows.append(row(f"real {case}", *band_counts(study, truth), 1, tissue_profile(study, grown)))
+            bands = depth_bands(study)
+            rows.append(row(f"real {case}", *band_counts(*bands, truth), 1, tissue_profile(study, *bands, grown)))
     else:
         print(f"lesion_edge_depth: {ISLES} not found; synthetic rows only", flush=True)
     for variant in map(json.loads, args.variants if args.studies > 0 else []):
@@ -140,9 +139,10 @@ def main() -> None:
                     study, truth = synthetic(seed, **{**extra, **variant, **GRID, "lesion_kind": kind, "lesion_surface_pull": pull})
                     if not truth.any():
                         continue
-                    counts = band_counts(study, truth)
+                    bands = depth_bands(study)  # one edge-depth map per study, for both measures
+                    counts = band_counts(*bands, truth)
                     lesion, brain = lesion + counts[0], brain + counts[1]
-                    profiles.append(tissue_profile(study, truth))
+                    profiles.append(tissue_profile(study, *bands, truth))
                 named = f"{json.dumps(variant)}, " if variant else ""
                 rows.append(row(f"synthetic {named}{kind}, pull {pull:g}", lesion, brain, len(profiles),
                                 np.nanmean(profiles, axis=0)))
