@@ -21,6 +21,10 @@
 # WISE=ALPHA (with PROTOCOL=u-nlb or u-nlbf): each fold is pulled back towards the stage 1 it started
 # from in weight space, (1 - ALPHA) x stage 1 + ALPHA x fold (train_cv.sh wise, WiSE-FT), and those
 # packages are scored instead (issue 13's rule 102); give the row a NAME of its own.
+# PARTNER=ROW (with PROTOCOL=u-nlb or u-nlbf): each fold's probability is averaged with the same
+# seed's and fold's network of the row named ROW (real_scan_cv.py --partner-packages; that row's
+# runs folders must exist, WiSE-averaged as this row's), an ensemble of two stage-1 draws, writing
+# $NAME-gentle-massive-seed<SEED>-unseeded-nlb[f]-ensemble.json (issue 13's rule 119).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -42,6 +46,8 @@ if [[ -n $WISE ]]; then
     [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: WISE needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
     evaluate=evaluate-wise
 fi
+PARTNER=${PARTNER:-}
+[[ -z $PARTNER || $PROTOCOL != seeded ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
@@ -50,12 +56,22 @@ for seed in "$@"; do
         RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}"
     done
     [[ -z $WISE ]] || RUNS=$runs ALPHA=$WISE scripts/train_cv.sh wise
+    partner=() suffix=""
+    if [[ -n $PARTNER ]]; then
+        partner_runs="runs/$PARTNER-gentle-massive-r${seed: -1}" stage_suffix=${WISE:+-wise-$WISE}
+        for fold in A B; do
+            [[ -f "$partner_runs/fold$fold$stage_suffix/pkg/manifest.json" ]] \
+                || { echo "cv_row.sh: $partner_runs/fold$fold$stage_suffix/pkg: no package there (run row $PARTNER first)" >&2; exit 2; }
+        done
+        partner=(--partner-packages "A=$partner_runs/foldA$stage_suffix/pkg" "B=$partner_runs/foldB$stage_suffix/pkg")
+        suffix=-ensemble
+    fi
     if [[ $PROTOCOL == u-nlb ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral bilateral" \
-            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb" ALPHA=$WISE scripts/train_cv.sh "$evaluate"
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb$suffix" ALPHA=$WISE scripts/train_cv.sh "$evaluate" "${partner[@]}"
     elif [[ $PROTOCOL == u-nlbf ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_MM=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral" \
-            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlbf" ALPHA=$WISE scripts/train_cv.sh "$evaluate"
+            LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlbf$suffix" ALPHA=$WISE scripts/train_cv.sh "$evaluate" "${partner[@]}"
     else
         RUNS=$runs SEARCH_STEPS="threshold edge contralateral" LABEL="$NAME-gentle-massive-seed$seed-seeded" \
             scripts/train_cv.sh evaluate-seeded
