@@ -69,6 +69,22 @@ def test_cv_row_refuses_a_bad_wise_before_training(tmp_path: Path, wise: str, pr
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("wise", "protocol", "message"), [("", "seeded", "PARTNER needs PROTOCOL=u-nlb or u-nlbf"),
+                                                           ("0.7", "u-nlbf", "no package there (run row never-made-partner first)")])
+def test_cv_row_refuses_a_partner_row_it_cannot_use_before_training(tmp_path: Path, wise: str, protocol: str, message: str) -> None:
+    """Issue 13's rule 119: an ensemble row needs the partner row's fold networks for every seed, and
+    finding one missing after a seed's hour of training would waste it."""
+    stage1 = tmp_path / "pkg"
+    stage1.mkdir()
+    (stage1 / "manifest.json").write_text("{}")
+    env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": wise, "PROTOCOL": protocol,
+           "PARTNER": "never-made-partner"}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (SCRIPTS[0].parents[1] / "runs" / "never-made-gentle-massive-r5").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("soup_of", ["", "runs/only-one"])
 def test_train_cv_soup_refuses_fewer_than_two_runs_folders_before_writing(tmp_path: Path, soup_of: str) -> None:
     runs = tmp_path / "soup"

@@ -47,7 +47,17 @@ if [[ -n $WISE ]]; then
     evaluate=evaluate-wise
 fi
 PARTNER=${PARTNER:-}
-[[ -z $PARTNER || $PROTOCOL != seeded ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+partner_runs() { echo "runs/$PARTNER-gentle-massive-r${1: -1}"; }  # partner_runs SEED: the partner row's runs folder
+if [[ -n $PARTNER ]]; then  # every seed's partner networks checked before any training
+    [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+    for seed in "$@"; do
+        for fold in A B; do
+            partner_pkg="$(partner_runs "$seed")/fold$fold${WISE:+-wise-$WISE}/pkg"
+            [[ -f "$partner_pkg/manifest.json" ]] \
+                || { echo "cv_row.sh: $partner_pkg: no package there (run row $PARTNER first)" >&2; exit 2; }
+        done
+    done
+fi
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
@@ -58,12 +68,8 @@ for seed in "$@"; do
     [[ -z $WISE ]] || RUNS=$runs ALPHA=$WISE scripts/train_cv.sh wise
     partner=() suffix=""
     if [[ -n $PARTNER ]]; then
-        partner_runs="runs/$PARTNER-gentle-massive-r${seed: -1}" stage_suffix=${WISE:+-wise-$WISE}
-        for fold in A B; do
-            [[ -f "$partner_runs/fold$fold$stage_suffix/pkg/manifest.json" ]] \
-                || { echo "cv_row.sh: $partner_runs/fold$fold$stage_suffix/pkg: no package there (run row $PARTNER first)" >&2; exit 2; }
-        done
-        partner=(--partner-packages "A=$partner_runs/foldA$stage_suffix/pkg" "B=$partner_runs/foldB$stage_suffix/pkg")
+        partner=(--partner-packages "A=$(partner_runs "$seed")/foldA${WISE:+-wise-$WISE}/pkg"
+                 "B=$(partner_runs "$seed")/foldB${WISE:+-wise-$WISE}/pkg")
         suffix=-ensemble
     fi
     if [[ $PROTOCOL == u-nlb ]]; then

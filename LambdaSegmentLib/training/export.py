@@ -6,6 +6,7 @@ improves, so a usable package exists whenever training is stopped.
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import shutil
 import subprocess
@@ -21,6 +22,24 @@ from LambdaSegmentLib.models import create_model
 from . import recipe
 from .clock import TrainingClock
 from .module import SegmentationModule
+
+
+#: Libraries whose versions a package records beside torch and Lightning: the same command on
+#: the same revision trains other weights under other numpy / scipy / SimpleITK releases (issue
+#: 13's rule 119: 2.5.0's release command on its own revision, rebuilt three days later under newer
+#: libraries, gave other weights).
+RECORDED_LIBRARIES = ("numpy", "scipy", "SimpleITK", "einops", "torchmetrics", "nilearn")
+
+
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of :data:`RECORDED_LIBRARIES` (None where not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in RECORDED_LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def source_revision() -> str | None:
@@ -76,6 +95,7 @@ def build_manifest(
             "library_revision": source_revision(),
             "torch": torch.__version__,
             "lightning": L.__version__,
+            "libraries": library_versions(),
             "hardware": hardware_description(),
             **(training or {}),
         },

@@ -41,6 +41,12 @@ def test_train_exports_the_best_package_with_its_training_data(labelled_folders:
     assert data["real_training_cases"] == ["sub-train01_ses-0001"]  # a mix: real and synthetic
     assert data["synthetic"]["seeds"] == [0, 3] and data["synthetic"]["studies_per_epoch"] == 2
     assert manifest["training"]["epochs"] == 2 and "val_dice" in manifest["training"]
+    # the libraries that decide the weights bit for bit beside torch and Lightning (rule 119)
+    import numpy
+    import SimpleITK
+
+    libraries = manifest["training"]["libraries"]
+    assert libraries["numpy"] == numpy.__version__ and libraries["SimpleITK"] == SimpleITK.Version_VersionString()
     # last.ckpt is the latest epoch whether or not it was the best, so --resume loses nothing.
     last = torch.load(tmp_path / "pkg.training" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["epoch"] == 1 and last["global_step"] == manifest["training"]["global_step"]
