@@ -25,9 +25,9 @@ from .module import SegmentationModule
 
 
 #: Libraries whose versions a package records beside torch and Lightning: the same command on
-#: the same revision trains other weights under other numpy / scipy / SimpleITK releases (issue
-#: 13's rule 119: 2.5.0's release command on its own revision, rebuilt three days later under newer
-#: libraries, gave other weights).
+#: the same revision can train other weights under other library releases (issue 13's rule 119:
+#: 2.5.0's release command on its own revision, rebuilt three days later under newer libraries,
+#: gave other weights; which release moved them was not recorded).
 RECORDED_LIBRARIES = ("numpy", "scipy", "SimpleITK", "einops", "torchmetrics", "nilearn")
 
 
