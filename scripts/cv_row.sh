@@ -47,14 +47,13 @@ if [[ -n $WISE ]]; then
     evaluate=evaluate-wise
 fi
 PARTNER=${PARTNER:-}
-partner_runs() { echo "runs/$PARTNER-gentle-massive-r${1: -1}"; }  # partner_runs SEED: the partner row's runs folder
+partner_pkg() { echo "runs/$PARTNER-gentle-massive-r${1: -1}/fold$2${WISE:+-wise-$WISE}/pkg"; }  # partner_pkg SEED A|B
 if [[ -n $PARTNER ]]; then  # every seed's partner networks checked before any training
     [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
     for seed in "$@"; do
         for fold in A B; do
-            partner_pkg="$(partner_runs "$seed")/fold$fold${WISE:+-wise-$WISE}/pkg"
-            [[ -f "$partner_pkg/manifest.json" ]] \
-                || { echo "cv_row.sh: $partner_pkg: no package there (run row $PARTNER first)" >&2; exit 2; }
+            [[ -f "$(partner_pkg "$seed" $fold)/manifest.json" ]] \
+                || { echo "cv_row.sh: $(partner_pkg "$seed" $fold): no package there (run row $PARTNER first)" >&2; exit 2; }
         done
     done
 fi
@@ -68,8 +67,7 @@ for seed in "$@"; do
     [[ -z $WISE ]] || RUNS=$runs ALPHA=$WISE scripts/train_cv.sh wise
     partner=() suffix=""
     if [[ -n $PARTNER ]]; then
-        partner=(--partner-packages "A=$(partner_runs "$seed")/foldA${WISE:+-wise-$WISE}/pkg"
-                 "B=$(partner_runs "$seed")/foldB${WISE:+-wise-$WISE}/pkg")
+        partner=(--partner-packages "A=$(partner_pkg "$seed" A)" "B=$(partner_pkg "$seed" B)")
         suffix=-ensemble
     fi
     if [[ $PROTOCOL == u-nlb ]]; then

@@ -3,7 +3,8 @@
 # torch is pinned to 2.13.0 here (this machine's local CPU wheel); pyproject declares a range.
 # scripts/constraints.txt pins every other library on Python 3.11 to the versions the model card's
 # training runs used, so a recipe's command rebuilds its weights bit for bit.
-# Idempotent: re-runs only when pyproject.toml changed since the last successful set-up.
+# Idempotent: re-runs only when pyproject.toml, this script or the constraints changed since the
+# last successful set-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
