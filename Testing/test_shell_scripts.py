@@ -85,6 +85,21 @@ def test_cv_row_refuses_a_partner_row_it_cannot_use_before_training(tmp_path: Pa
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("protocol", "message"), [("seeded", "TEACHERS needs PROTOCOL=u-nlb or u-nlbf"),
+                                                   ("u-nlbf", "no package there (run row never-made-teacher first)")])
+def test_cv_row_refuses_a_teacher_row_it_cannot_use_before_training(tmp_path: Path, protocol: str, message: str) -> None:
+    """Issue 13's rule 120: a distilled row's teachers are checked for every seed before any training."""
+    stage1 = tmp_path / "pkg"
+    stage1.mkdir()
+    (stage1 / "manifest.json").write_text("{}")
+    env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": "0.7" if protocol != "seeded" else "",
+           "PROTOCOL": protocol, "TEACHERS": "never-made-teacher"}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (SCRIPTS[0].parents[1] / "runs" / "never-made-gentle-massive-r5").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("soup_of", ["", "runs/only-one"])
 def test_train_cv_soup_refuses_fewer_than_two_runs_folders_before_writing(tmp_path: Path, soup_of: str) -> None:
     runs = tmp_path / "soup"

@@ -25,6 +25,10 @@
 # seed's and fold's network of the row named ROW (real_scan_cv.py --partner-packages; that row's
 # runs folders must exist, WiSE-averaged as this row's), an ensemble of two stage-1 draws, writing
 # $NAME-gentle-massive-seed<SEED>-unseeded-nlb[f]-ensemble.json (issue 13's rule 119).
+# TEACHERS="ROW ..." (with PROTOCOL=u-nlb or u-nlbf): each fold's stage 2 also learns the mean
+# probability of the same seed's and fold's networks of the rows named (`lambdasegment train
+# --teacher`, one per row, at --distill-weight 0.5; those rows' runs folders must exist,
+# WiSE-averaged as this row's): one network distilled from an ensemble of draws (issue 13's rule 120).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
@@ -47,27 +51,32 @@ if [[ -n $WISE ]]; then
     evaluate=evaluate-wise
 fi
 PARTNER=${PARTNER:-}
-partner_pkg() { echo "runs/$PARTNER-gentle-massive-r${1: -1}/fold$2${WISE:+-wise-$WISE}/pkg"; }  # partner_pkg SEED A|B
-if [[ -n $PARTNER ]]; then  # every seed's partner networks checked before any training
-    [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+read -r -a teachers <<< "${TEACHERS:-}"
+row_pkg() { echo "runs/$1-gentle-massive-r${2: -1}/fold$3${WISE:+-wise-$WISE}/pkg"; }  # row_pkg ROW SEED A|B
+for row in ${PARTNER:+"$PARTNER"} "${teachers[@]}"; do  # every seed's partner and teacher networks checked before any training
+    role=TEACHERS; [[ $row == "$PARTNER" ]] && role=PARTNER
+    [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: $role needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
     for seed in "$@"; do
         for fold in A B; do
-            [[ -f "$(partner_pkg "$seed" $fold)/manifest.json" ]] \
-                || { echo "cv_row.sh: $(partner_pkg "$seed" $fold): no package there (run row $PARTNER first)" >&2; exit 2; }
+            [[ -f "$(row_pkg "$row" "$seed" $fold)/manifest.json" ]] \
+                || { echo "cv_row.sh: $(row_pkg "$row" "$seed" $fold): no package there (run row $row first)" >&2; exit 2; }
         done
     done
-fi
+done
 for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
     rm -rf "$runs/pretrain/pkg" && cp -r "$STAGE1" "$runs/pretrain/pkg"
-    for fold in foldA foldB; do
-        RUNS=$runs scripts/train_cv.sh "$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}"
+    for fold in A B; do
+        teacher_options=()
+        for row in "${teachers[@]}"; do teacher_options+=(--teacher "$(row_pkg "$row" "$seed" $fold)"); done
+        (( ${#teachers[@]} == 0 )) || teacher_options+=(--distill-weight 0.5)
+        RUNS=$runs scripts/train_cv.sh "fold$fold" --synthesis "$S_TW" --lr 1e-4 --seed "$seed" "${stage2_options[@]}" "${teacher_options[@]}"
     done
     [[ -z $WISE ]] || RUNS=$runs ALPHA=$WISE scripts/train_cv.sh wise
     partner=() suffix=""
     if [[ -n $PARTNER ]]; then
-        partner=(--partner-packages "A=$(partner_pkg "$seed" A)" "B=$(partner_pkg "$seed" B)")
+        partner=(--partner-packages "A=$(row_pkg "$PARTNER" "$seed" A)" "B=$(row_pkg "$PARTNER" "$seed" B)")
         suffix=-ensemble
     fi
     if [[ $PROTOCOL == u-nlb ]]; then
