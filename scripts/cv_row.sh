@@ -53,9 +53,11 @@ fi
 PARTNER=${PARTNER:-}
 read -r -a teachers <<< "${TEACHERS:-}"
 row_pkg() { echo "runs/$1-gentle-massive-r${2: -1}/fold$3${WISE:+-wise-$WISE}/pkg"; }  # row_pkg ROW SEED A|B
+if [[ $PROTOCOL == seeded ]]; then
+    [[ -z $PARTNER ]] || { echo "cv_row.sh: PARTNER needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+    (( ${#teachers[@]} == 0 )) || { echo "cv_row.sh: TEACHERS needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
+fi
 for row in ${PARTNER:+"$PARTNER"} "${teachers[@]}"; do  # every seed's partner and teacher networks checked before any training
-    role=TEACHERS; [[ $row == "$PARTNER" ]] && role=PARTNER
-    [[ $PROTOCOL != seeded ]] || { echo "cv_row.sh: $role needs PROTOCOL=u-nlb or u-nlbf" >&2; exit 2; }
     for seed in "$@"; do
         for fold in A B; do
             [[ -f "$(row_pkg "$row" "$seed" $fold)/manifest.json" ]] \
