@@ -8,6 +8,10 @@ model (BatchNorms folded, channels-last, 2D parts and Lambda+ layers slice-chunk
 LambdaUNet), so a budget below that is exceeded, with a warning, rather than giving a
 different result.
 
+A manifest with ``"network_field_mm": W`` runs each of its networks on its field around the
+brain (``field.brain_field``: the brain's box on the stack plus a margin, at least W mm wide)
+instead of the whole stack; no bundled package does (issue 13's rules 121-122).
+
 Inference runs under ``torch.inference_mode``. On CUDA it autocasts to bfloat16 (not yet
 measured against float32 on a GPU in this project: ``benchmarks/inference_precision.py``
 does that when run on a GPU machine); CPU and MPS run in float32. CPU inference is
@@ -45,6 +49,7 @@ from LambdaSegmentLib.io import Volume
 from LambdaSegmentLib.preprocessing.prepare import PreparedInput
 
 from .devices import describe_device, resolve_device
+from .field import Field, brain_field, field_setting, whole_stack
 from .memory import bytes_per_slice, default_memory_budget_bytes, max_slices_per_pass, parameter_bytes
 from .package import ModelPackage, load_model_package
 from .postprocess import PostProcessing, keep_seeded_components, postprocess
@@ -109,10 +114,12 @@ class Segmentation:
 @dataclass(frozen=True)
 class NetworkRun:
     """One network's pass plan over a study: the network (a package, its partner or its seed),
-    its prepared input, that input's channels as float32 (c, t, h, w), and its slab plan."""
+    its prepared input, the in-plane field it runs on (``field.brain_field``), that field of
+    the input's channels as float32 (c, t, h_field, w_field), and its slab plan."""
 
     network: ModelPackage
     prepared: PreparedInput
+    field: Field
     channels: np.ndarray
     slabs: list[Slab]
 
@@ -299,19 +306,26 @@ def segment_study(
     torch_device = resolve_device(device)
     budget = int(memory_budget_gb * 2**30) if memory_budget_gb else default_memory_budget_bytes(torch_device)
     prepared = prepare_input(study, package.manifest["preprocessing"])
-    channels = np.asarray(prepared.channels, dtype=np.float32)
-    slabs = plan_for_budget(package.model, channels.shape, package.slice_receptive_radius, budget)
+    brain_volume = study.dwi.with_array(brain.astype(np.uint8))
+    field_mm = field_setting(package.manifest)  # the package decides for every network it runs
     tta = postprocessing_flips(package.manifest) if tta is None else bool(tta)
     flips = tta_flips(prepared) if tta or uncertainty else [StackFlip("none", ())]
+
     def network_run(network: ModelPackage) -> NetworkRun:
-        """The prepared input of an attached network: the package's own when the preprocessing is the same."""
+        """A network's pass plan: the package's prepared input when the preprocessing is the
+        same, its field (the whole stack unless the manifest asks for ``field.brain_field``),
+        and slabs for that field under the budget."""
         same = network.manifest["preprocessing"] == package.manifest["preprocessing"]
         network_prepared = prepared if same else prepare_input(study, network.manifest["preprocessing"])
-        network_channels = np.asarray(network_prepared.channels, dtype=np.float32)
-        return NetworkRun(network, network_prepared, network_channels,
+        field = whole_stack(network_prepared.channels.shape[2:]) if field_mm is None else brain_field(
+            network_prepared.to_model_grid(brain_volume), network_prepared.spacing_thw_mm[1:],
+            int(network.manifest["preprocessing"].get("pad_multiple", 16)), min_field_mm=field_mm)
+        network_channels = field.crop(np.asarray(network_prepared.channels, dtype=np.float32))
+        return NetworkRun(network, network_prepared, field, network_channels,
                           plan_for_budget(network.model, network_channels.shape, network.slice_receptive_radius, budget))
 
-    runs = [NetworkRun(package, prepared, channels, slabs)] + ([network_run(package.partner)] if package.partner else [])
+    runs = [network_run(package)] + ([network_run(package.partner)] if package.partner else [])
+    slabs = runs[0].slabs
     seed_run = network_run(package.seed) if package.seed is not None else None
     # one progress count over every pass: each network over each flip, then the seed network
     passes = [len(flips) * len(run.slabs) for run in runs]
@@ -326,12 +340,12 @@ def segment_study(
                                                      progress=run_progress, precision=precision)
             stack_probability = mean if tta else first
             if uncertainty:
-                spreads.append(run.prepared.to_dwi_grid(spread))
+                spreads.append(run.prepared.to_dwi_grid(run.field.embed(spread)))
         else:
             stack_probability = predict_probability(model, run.channels, device=torch_device, slabs=run.slabs,
                                                     progress=run_progress, precision=precision)
         refuse_non_finite(stack_probability, run.network)
-        probabilities.append(run.prepared.to_dwi_grid(stack_probability))
+        probabilities.append(run.prepared.to_dwi_grid(run.field.embed(stack_probability)))
     # the networks' mean on the DWI grid (a partner may see another grid); one network: its own
     averaged = np.mean([np.asarray(volume.array, dtype=np.float32) for volume in probabilities], axis=0)
     values = np.where(brain, np.clip(averaged, 0.0, 1.0), np.float32(0.0)).astype(np.float32)
@@ -344,7 +358,8 @@ def segment_study(
                                                device=torch_device, slabs=seed_run.slabs, progress=seed_progress,
                                                precision=precision)
         refuse_non_finite(seed_probability, package.seed)
-        seed = (np.asarray(seed_run.prepared.to_dwi_grid(seed_probability).array) >= package.seed_threshold) & brain
+        seed_on_grid = seed_run.prepared.to_dwi_grid(seed_run.field.embed(seed_probability))
+        seed = (np.asarray(seed_on_grid.array) >= package.seed_threshold) & brain
         seed_volume = study.dwi.with_array(seed.astype(np.uint8))
         unseeded = probability_volume
         probability_volume = unseeded.with_array(keep_seeded_components(values, settings.candidate_threshold, brain, seed))
