@@ -6,10 +6,13 @@
 DWI normalisation and the brain mask. Its two Otsu classes should be background and tissue;
 a whole-territory infarct at ~3× the brain's DWI can take the bright class for itself.
 For the two real ISLES'22 cases (native and 6 mm), the 16 default synthetic test studies of
-``real_scan_cv.py`` and its 6 whole-territory infarcts, this prints the voxels between the
-three-class lower threshold and Otsu's threshold relative to Otsu's foreground (the band
-``brain_foreground`` compares), whether the foreground changed from plain Otsu, and the
-infarct's DWI over the foreground median before and after.
+``real_scan_cv.py`` and its 6 whole-territory infarcts, and the two real skull-on clinical
+series of ``../shared/data/clinical-dwi-dicom`` (no label), this prints the voxels between the
+three-class lower threshold and Otsu's threshold relative to Otsu's foreground, the same for
+the band's contiguous voxels (what ``brain_foreground`` compares since issue 13's rule 123),
+whether the foreground changed from plain Otsu, whether it is the one the check gave when it
+counted every band voxel (before rule 123), and the infarct's DWI over the foreground median
+before and after.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import SYNTHETIC_LARGE_SEEDS, SYNTHETIC_TEST_SEEDS, load_real, synthetic  # noqa: E402
 
+from LambdaSegmentLib.io import read_volume  # noqa: E402
 from LambdaSegmentLib.io.foreground import brain_foreground, otsu_split  # noqa: E402
 
+CLINICAL_DIR = REPO.parent / "shared" / "data" / "clinical-dwi-dicom"
+CLINICAL = ("ge-0226308", "siemens-0019983")
 LARGE = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0), "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
 
 
@@ -34,16 +40,27 @@ def main() -> None:
     studies = [(f"isles {case} {'6mm' if thick else 'native'}", *load_real(case, thick)) for case in ("0001", "0003") for thick in (False, True)]
     studies += [(f"synthetic {seed}", *synthetic(seed)) for seed in SYNTHETIC_TEST_SEEDS]
     studies += [(f"whole-territory {seed}", *synthetic(seed, **LARGE)) for seed in SYNTHETIC_LARGE_SEEDS]
+    dwis = [(name, study.dwi, truth) for name, study, truth in studies]
+    for name in CLINICAL:  # real skull-on series without a label (issue 13's rule 123)
+        if (CLINICAL_DIR / name).is_dir():
+            dwis.append((f"clinical {name}", read_volume(CLINICAL_DIR / name), None))
     rows = []
-    for name, study, truth in studies:
-        values = np.asarray(study.dwi.array, dtype=np.float64)
-        split = otsu_split(study.dwi)
+    for name, dwi, truth in dwis:
+        values = np.asarray(dwi.array, dtype=np.float64)
+        split = otsu_split(dwi)
         before = split.above_otsu  # plain two-class Otsu, the foreground until this check
-        after = brain_foreground(study.dwi)
+        after = brain_foreground(dwi)
         band = np.count_nonzero(split.left_out_tissue)
-        lesion = np.asarray(truth, bool)
+        contiguous = np.count_nonzero(split.contiguous_left_out_tissue)
+        # the check as it was until issue 13's rule 123: every band voxel counted, speckle too
+        counting_every_voxel = split.above_lower if band > np.count_nonzero(before) else before
+        if counting_every_voxel.sum() < 0.001 * counting_every_voxel.size:
+            counting_every_voxel = values > 0
+        lesion = np.zeros(values.shape, bool) if truth is None else np.asarray(truth, bool)
         row = {"study": name, "band_over_foreground": round(band / max(np.count_nonzero(before), 1), 3),
+               "contiguous_band_over_foreground": round(contiguous / max(np.count_nonzero(before), 1), 3),
                "changed": bool(not np.array_equal(before, after)),
+               "same_as_counting_every_band_voxel": bool(np.array_equal(after, counting_every_voxel)),
                "lesion_dwi_over_median_before": round(float(np.median(values[lesion]) / np.median(values[before])), 2) if lesion.any() else None,
                "lesion_dwi_over_median_after": round(float(np.median(values[lesion]) / np.median(values[after])), 2) if lesion.any() else None}
         rows.append(row)

@@ -43,6 +43,37 @@ def test_a_large_bright_infarct_does_not_become_the_foreground() -> None:
     assert np.median(values[lesion]) / np.median(values[foreground]) > 2.5
 
 
+def test_the_noise_of_a_wide_background_does_not_become_the_foreground() -> None:
+    """A head filling a small part of a wide, noisy field of view (issue 13's rule 123): the
+    noise above the three-class lower threshold outnumbers the head, but it is speckle, so the
+    large-infarct check does not fire and the foreground stays Otsu's, the head."""
+    from LambdaSegmentLib.io.foreground import otsu_split
+
+    rng = np.random.default_rng(0)
+    values = np.abs(rng.normal(0.0, 12.0, (12, 192, 192))).astype(np.float32)  # magnitude noise
+    tissue = np.zeros(values.shape, bool)
+    tissue[:, 80:112, 80:112] = True
+    values[tissue] = rng.normal(100.0, 5.0, tissue.sum())
+    volume = Volume(values, (2.0, 2.0, 5.0))
+    split = otsu_split(volume)
+    assert np.count_nonzero(split.left_out_tissue) > 3 * np.count_nonzero(split.above_otsu)  # what fired the check before
+    assert np.count_nonzero(split.contiguous_left_out_tissue) < 0.05 * np.count_nonzero(split.above_otsu)
+    foreground = brain_foreground(volume)
+    np.testing.assert_array_equal(foreground, split.above_otsu)
+    assert np.count_nonzero(foreground & ~tissue) < 0.01 * tissue.sum()
+
+
+def test_the_opening_keeps_a_thick_slice_acquisitions_single_slices() -> None:
+    """The opening does not reach across a thick-slice axis: a band region one slice thick stays."""
+    volume, tissue, lesion = _head(0.44, 3.0)
+    single = volume.with_array(np.where(np.arange(20)[:, None, None] == 10, volume.array, 0.0).astype(np.float32))
+    from LambdaSegmentLib.io.foreground import otsu_split
+
+    split = otsu_split(single)
+    assert np.array_equal(split.contiguous_left_out_tissue[10], split.left_out_tissue[10])
+    assert split.left_out_tissue[10].any()
+
+
 def test_a_study_computes_its_foreground_once_and_never_carries_it_to_another_dwi(monkeypatch) -> None:
     """load_study's units check computes the foreground; the Study keeps that one (the
     preprocessing, the brain mask and the ADC rule all read it), read-only, and a Study made
