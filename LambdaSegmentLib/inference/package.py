@@ -197,6 +197,12 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         PostProcessing.from_manifest(manifest)
     except (TypeError, ValueError) as error:
         raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
+    from .field import field_setting
+
+    try:
+        field_setting(manifest)
+    except BadInputError as error:
+        raise BadInputError(path, error.problem) from None
     for role, check in ATTACHED_NETWORKS.items():
         problem = check(manifest[f"{role}_network"]) if f"{role}_network" in manifest else None
         if problem:

@@ -112,7 +112,12 @@ def test_without_the_key_or_on_a_stack_no_wider_every_network_sees_the_whole_sta
 
 
 @pytest.mark.parametrize("value", [0, -5.0, "256", True])
-def test_a_bad_field_width_is_refused_naming_the_manifest(value) -> None:
+def test_a_bad_field_width_is_refused_naming_the_manifest(tmp_path: Path, value) -> None:
     with pytest.raises(BadInputError, match="network_field_mm must be a positive width"):
         field_setting({FIELD_KEY: value})
     assert field_setting({}) is None and field_setting({FIELD_KEY: None}) is None
+    package_dir = save_untrained_package(tmp_path / "package", seed=0)
+    set_manifest(package_dir, **{FIELD_KEY: value})
+    with pytest.raises(BadInputError, match="network_field_mm must be a positive width") as error:
+        load_model_package(package_dir)
+    assert str(package_dir / "manifest.json") in str(error.value)
