@@ -1,6 +1,8 @@
 """When does Otsu's two-class split of a DWI put the tissue in its dark class?
 
     .venv/bin/python benchmarks/foreground_split.py   # -> benchmarks/results/foreground_split.json
+    .venv/bin/python benchmarks/foreground_split.py --training-seeds 51000005 51000020 \
+        --synthesis '{"in_plane_spacing_mm": [1.2, 2.0], ...}' --output benchmarks/results/foreground_split_training_X.json
 
 ``io.foreground.brain_foreground`` is the statistics mask behind the ADC unit check, the
 DWI normalisation and the brain mask. Its two Otsu classes should be background and tissue;
@@ -17,9 +19,11 @@ before and after.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +40,49 @@ CLINICAL = ("ge-0226308", "siemens-0019983")
 LARGE = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0), "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
 
 
+def foreground_counting_every_band_voxel(dwi: Any, split: Any) -> np.ndarray:
+    """``brain_foreground`` as it was until issue 13's rule 123: every band voxel counted, speckle too."""
+    foreground = split.above_lower if np.count_nonzero(split.left_out_tissue) > np.count_nonzero(split.above_otsu) else split.above_otsu
+    return np.asarray(dwi.array) > 0 if foreground.sum() < 0.001 * foreground.size else foreground
+
+
+def training_study_changed(seed: int, ranges: dict[str, Any]) -> bool:
+    """Whether generator study ``seed`` (``ranges``), loaded as training loads it, gets another
+    foreground than the check counting every band voxel gave it."""
+    from LambdaSegmentLib.io import load_study
+    from LambdaSegmentLib.synthesis import generate
+
+    made = generate(seed, **ranges)
+    study = load_study(dwi=made.dwi, adc=made.adc, adc_unit=made.adc_unit, b_value=made.b_value)
+    return not np.array_equal(study.foreground, foreground_counting_every_band_voxel(study.dwi, otsu_split(study.dwi)))
+
+
+def training_check(first: int, last: int, ranges: dict[str, Any], output: Path, workers: int) -> None:
+    """``--training-seeds``: every study of a recipe's synthetic training seeds, checked."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    seeds = list(range(first, last + 1))
+    with ProcessPoolExecutor(workers) as pool:
+        changed = [seed for seed, moved in zip(seeds, pool.map(training_study_changed, seeds, [ranges] * len(seeds), chunksize=16)) if moved]
+    result = {"seeds": [first, last], "ranges": ranges, "studies": len(seeds), "changed_seeds": changed}
+    output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(changed)} of {len(seeds)} studies get another foreground; written {output}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--training-seeds", type=int, nargs=2, metavar=("FIRST", "LAST"), default=None,
+                        help="instead: whether any of these generator studies (a recipe's training seeds) gets another "
+                             "foreground than before rule 123")
+    parser.add_argument("--synthesis", type=json.loads, default={}, help="the recipe's generator ranges (JSON object)")
+    parser.add_argument("--output", type=Path, default=None, help="--training-seeds' JSON file")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.training_seeds is not None:
+        if args.output is None:
+            parser.error("--training-seeds needs --output")
+        training_check(*args.training_seeds, args.synthesis, args.output, args.workers)
+        return
     studies = [(f"isles {case} {'6mm' if thick else 'native'}", *load_real(case, thick)) for case in ("0001", "0003") for thick in (False, True)]
     studies += [(f"synthetic {seed}", *synthetic(seed)) for seed in SYNTHETIC_TEST_SEEDS]
     studies += [(f"whole-territory {seed}", *synthetic(seed, **LARGE)) for seed in SYNTHETIC_LARGE_SEEDS]
@@ -52,10 +98,7 @@ def main() -> None:
         after = brain_foreground(dwi)
         band = np.count_nonzero(split.left_out_tissue)
         contiguous = np.count_nonzero(split.contiguous_left_out_tissue)
-        # the check as it was until issue 13's rule 123: every band voxel counted, speckle too
-        counting_every_voxel = split.above_lower if band > np.count_nonzero(before) else before
-        if counting_every_voxel.sum() < 0.001 * counting_every_voxel.size:
-            counting_every_voxel = values > 0
+        counting_every_voxel = foreground_counting_every_band_voxel(dwi, split)
         lesion = np.zeros(values.shape, bool) if truth is None else np.asarray(truth, bool)
         row = {"study": name, "band_over_foreground": round(band / max(np.count_nonzero(before), 1), 3),
                "contiguous_band_over_foreground": round(contiguous / max(np.count_nonzero(before), 1), 3),
