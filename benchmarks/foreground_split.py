@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import SYNTHETIC_LARGE_SEEDS, SYNTHETIC_TEST_SEEDS, load_real, synthetic  # noqa: E402
 
+from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.io import read_volume  # noqa: E402
 from LambdaSegmentLib.io.foreground import brain_foreground, otsu_split  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> None:
     parser.add_argument("--training-seeds", type=int, nargs=2, metavar=("FIRST", "LAST"), default=None,
                         help="instead: whether any of these generator studies (a recipe's training seeds) gets another "
                              "foreground than before rule 123")
-    parser.add_argument("--synthesis", type=json.loads, default={}, help="the recipe's generator ranges (JSON object)")
+    parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="the recipe's generator ranges (JSON object)")
     parser.add_argument("--output", type=Path, default=None, help="--training-seeds' JSON file")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()

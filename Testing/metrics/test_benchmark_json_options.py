@@ -12,6 +12,7 @@ import pytest
     ("benchmarks/bright_dots.py", "--synthesis"),
     ("benchmarks/lesion_adc.py", "--synthesis"),
     ("benchmarks/synthesis_edge_realism.py", "--ranges"),
+    ("benchmarks/foreground_split.py", "--synthesis"),
 ])
 @pytest.mark.parametrize("text, reason", [("{bad", "not valid JSON"), ("[0.4, 0.7]", "must be a JSON object")])
 def test_a_bad_json_option_is_a_usage_error(load_script, monkeypatch, capsys, script: str, option: str,
