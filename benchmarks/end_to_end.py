@@ -261,6 +261,8 @@ def main() -> None:
     if args.stages_child is not None:
         stages_child(json.loads(args.stages_child))
         return
+    import torch
+
     from harness import cli_executable, invocation, machine_header, threads_env, write_tables
 
     rows: list[dict[str, Any]] = []
@@ -289,9 +291,14 @@ def main() -> None:
             stage_rows, _ = run_stages(segment_command(dwi, adc, out, model_dir, args.device), env)
             for row in stage_rows:
                 print(json.dumps(row), flush=True)
+    from harness import matmul_gflops
+
+    torch.set_num_threads(args.threads)
+    gflops = matmul_gflops(torch.device("cpu"))  # after the runs: the machine's speed, comparable across sessions
     header = machine_header("End to end: lambdasegment segment (read, preprocess, infer, write, report)",
                             invocation(),
                             {"threads": args.threads, "device": args.device, "model": model_label,
+                             "matmul GFLOP/s (fp32 2048², these threads, measured after the runs)": f"{gflops:.0f}",
                              **{f"compare {n + 1}": model_choice(d, Path("."))[1] for n, d in enumerate(args.compare_model)},
                              **({"PYTHONPATH (code under test)": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
                              "note": "seconds = wall time of a fresh CLI process (Python and torch imports included); "

@@ -71,11 +71,13 @@ def current_rss_gib() -> float:
 def machine_description() -> dict[str, str]:
     """CPU model, cores, memory, OS, Python and library versions."""
     cpu = platform.processor() or "unknown"
+    mhz = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == (platform.processor() or "unknown"):
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("cpu MHz") and mhz == "unknown":
+                mhz = f"{float(line.split(':', 1)[1]):.0f}"
         memory_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
     except (OSError, ValueError):
         memory_gib = float("nan")
@@ -87,6 +89,9 @@ def machine_description() -> dict[str, str]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "mkldnn": str(torch.backends.mkldnn.is_available()),
+        # the VM behind "AMD EPYC" changes between sessions: these say which one a run had
+        "cpu_mhz": mhz,
+        "cpu_isa": torch.backends.cpu.get_cpu_capability(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
     try:
