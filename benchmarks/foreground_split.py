@@ -9,7 +9,9 @@ DWI normalisation and the brain mask. Its two Otsu classes should be background 
 a whole-territory infarct at ~3× the brain's DWI can take the bright class for itself.
 For the two real ISLES'22 cases (native and 6 mm), the 16 default synthetic test studies of
 ``real_scan_cv.py`` and its 6 whole-territory infarcts, and the two real skull-on clinical
-series of ``../shared/data/clinical-dwi-dicom`` (no label), this prints the voxels between the
+series of ``../shared/data/clinical-dwi-dicom`` (no label), and the 16 wide-field studies of
+``network_field.py --synthetic`` (issue 13's rule 122), this prints Otsu's and the final
+foreground's volume (mL) and the foreground's before rule 123, the voxels between the
 three-class lower threshold and Otsu's threshold relative to Otsu's foreground, the same for
 the band's contiguous voxels (what ``brain_foreground`` compares since issue 13's rule 123),
 whether the foreground changed from plain Otsu, whether it is the one the check gave when it
@@ -38,6 +40,8 @@ from LambdaSegmentLib.io.foreground import brain_foreground, otsu_split  # noqa:
 
 CLINICAL_DIR = REPO.parent / "shared" / "data" / "clinical-dwi-dicom"
 CLINICAL = ("ge-0226308", "siemens-0019983")
+WIDE_SEEDS = range(35_000_000, 35_000_016)  # benchmarks/network_field.py --synthetic's studies
+WIDE_RANGES = {"fov_mm": (384.0, 512.0), "in_plane_spacing_mm": 2.0}
 LARGE = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0), "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
 
 
@@ -88,6 +92,9 @@ def main() -> None:
     studies += [(f"synthetic {seed}", *synthetic(seed)) for seed in SYNTHETIC_TEST_SEEDS]
     studies += [(f"whole-territory {seed}", *synthetic(seed, **LARGE)) for seed in SYNTHETIC_LARGE_SEEDS]
     dwis = [(name, study.dwi, truth) for name, study, truth in studies]
+    for seed in WIDE_SEEDS:  # issue 13's rule 122: a 384-512 mm field of view, where noise speckle fills the band
+        wide, wide_truth = synthetic(seed, **WIDE_RANGES)
+        dwis.append((f"wide {seed}", wide.dwi, wide_truth))
     for name in CLINICAL:  # real skull-on series without a label (issue 13's rule 123)
         if (CLINICAL_DIR / name).is_dir():
             dwis.append((f"clinical {name}", read_volume(CLINICAL_DIR / name), None))
@@ -101,7 +108,11 @@ def main() -> None:
         contiguous = np.count_nonzero(split.contiguous_left_out_tissue)
         counting_every_voxel = foreground_counting_every_band_voxel(dwi, split)
         lesion = np.zeros(values.shape, bool) if truth is None else np.asarray(truth, bool)
-        row = {"study": name, "band_over_foreground": round(band / max(np.count_nonzero(before), 1), 3),
+        voxel_ml = dwi.voxel_volume_mm3 / 1000.0
+        row = {"study": name, "otsu_ml": round(float(np.count_nonzero(before)) * voxel_ml, 1),
+               "foreground_ml": round(float(np.count_nonzero(after)) * voxel_ml, 1),
+               "foreground_ml_counting_every_band_voxel": round(float(np.count_nonzero(counting_every_voxel)) * voxel_ml, 1),
+               "band_over_foreground": round(band / max(np.count_nonzero(before), 1), 3),
                "contiguous_band_over_foreground": round(contiguous / max(np.count_nonzero(before), 1), 3),
                "changed": bool(not np.array_equal(before, after)),
                "same_as_counting_every_band_voxel": bool(np.array_equal(after, counting_every_voxel)),
