@@ -24,6 +24,13 @@ stage before did: ``threshold`` when the chosen threshold lies above 0.5, else a
 for a lesion a check drops, what the check saw on the candidate components that held it
 (median depth below the brain's edge in mm, DWI over the mirror's, bilateral partner share).
 Only numbers are written, never images (ISLES'22 may not be redistributed).
+
+``--synthetic-seeds FIRST LAST [--synthesis JSON] [--package PKG]`` does the same on generator
+studies under a package's own post-processing (default the bundled one): where the checks lose
+the generator's infarcts, e.g. a found infarct whose candidate component (``checks``' voxels,
+against the lesion's own) also holds the network's marks on the skull-side rims.
+
+    .venv/bin/python benchmarks/lesion_attrition.py --synthetic-seeds 30000100 30000115 --label skull-on-gate
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from real_scan_cv import FOLDS, Prepared, fold_package, load_real, paired_package, prepare, score  # noqa: E402
 
+from LambdaSegmentLib.cli import json_object  # noqa: E402
+from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.inference.package import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
@@ -165,13 +174,46 @@ def run(result_path: Path, fold: str) -> dict[str, Any]:
             "partner_package_dir": entry.get("partner_package_dir"), "chosen": chosen.as_dict(), **out}
 
 
+def run_synthetic(seed: int, ranges: dict[str, Any], package: ModelPackage) -> dict[str, Any]:
+    """:func:`attrition` of a generator study (``seed``, ``ranges``) under ``package``'s own
+    post-processing, with each lost lesion's candidate components' size against its own."""
+    from LambdaSegmentLib.io import load_study
+    from LambdaSegmentLib.synthesis import generate
+
+    made = generate(seed, **ranges)
+    study = load_study(dwi=made.dwi, adc=made.adc, adc_unit=made.adc_unit, b_value=made.b_value)
+    chosen = PostProcessing.from_manifest(package.manifest)
+    prepared = prepare(f"synthetic-{seed}", study, np.asarray(made.mask.array) != 0, package, regions=False)
+    out = attrition(prepared, chosen)
+    return {"seed": seed, "skull_stripped": bool(made.params.get("skull_stripped")), "chosen": chosen.as_dict(), **out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="+", type=Path, help="real_scan_cv.py result files")
-    parser.add_argument("--fold", choices=list(FOLDS), required=True)
+    parser.add_argument("results", nargs="*", type=Path, help="real_scan_cv.py result files")
+    parser.add_argument("--fold", choices=list(FOLDS), default=None)
+    parser.add_argument("--synthetic-seeds", type=int, nargs=2, metavar=("FIRST", "LAST"), default=None,
+                        help="instead: generator studies FIRST..LAST under --package's own post-processing")
+    parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="their generator ranges")
+    parser.add_argument("--package", default=None, help="the package for --synthetic-seeds (default: the bundled one)")
     parser.add_argument("--label", required=True, help="results file: benchmarks/results/lesion_attrition_LABEL.json")
     args = parser.parse_args()
+    if (args.synthetic_seeds is None) == (not args.results or args.fold is None):
+        parser.error("give result files with --fold, or --synthetic-seeds")
     rows = []
+    if args.synthetic_seeds is not None:
+        package = load_model_package(args.package)
+        for seed in range(args.synthetic_seeds[0], args.synthetic_seeds[1] + 1):
+            row = run_synthetic(seed, args.synthesis, package)
+            rows.append(row)
+            print(f"synthetic {seed} ({'skull-stripped' if row['skull_stripped'] else 'skull-on'}): lost by step "
+                  + ", ".join(f"{name} {v['lesions']}" for name, v in row["lost_by_step"].items())
+                  + f"; final Dice {row['stages'][-1]['volume_dice']:.3f}", flush=True)
+        output = REPO / "benchmarks" / "results" / f"lesion_attrition_{args.label}.json"
+        output.write_text(json.dumps({"label": args.label, "package": f"{package.name} {package.version}",
+                                      "synthesis": args.synthesis, "rows": rows}, indent=1) + "\n")
+        print(f"wrote {output.relative_to(REPO)}")
+        return
     for path in args.results:
         row = run(path, args.fold)
         rows.append(row)
