@@ -79,3 +79,22 @@ def test_a_paired_row_s_partner_must_be_the_network_it_scored(script, tmp_path) 
     with pytest.raises(SystemExit, match="partner.*is not the package .*row.json scored"):
         script.scored_package(tmp_path / "row.json", {**entry, "partner_weights_sha256": own.sha256},
                               "partner_package_dir")
+
+
+@pytest.mark.parametrize("argv", [["--label", "x"], ["--label", "x", "--fold", "A"],
+                                  ["r.json", "--fold", "A", "--synthetic-seeds", "1", "2", "--label", "x"]])
+def test_it_takes_result_files_with_a_fold_or_synthetic_seeds_not_both(script, monkeypatch, capsys, argv) -> None:
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["lesion_attrition.py", *argv])
+    with pytest.raises(SystemExit) as stopped:
+        script.main()
+    assert stopped.value.code == 2 and "give result files with --fold, or --synthetic-seeds" in capsys.readouterr().err
+
+
+def test_a_generator_study_is_scored_under_the_package_s_own_post_processing(script, tmp_path) -> None:
+    package = load_model_package(save_untrained_package(tmp_path / "package", seed=0))
+    row = script.run_synthetic(36_000_004, {"skull_stripped": False, "in_plane_spacing_mm": 2.0, "fov_mm": 200.0,
+                                            "coverage_mm": 60.0}, package)
+    assert row["seed"] == 36_000_004 and row["chosen"] == PostProcessing.from_manifest(package.manifest).as_dict()
+    assert row["stages"][0]["stage"] == "bare 0.5" and len(row["lesions"]) == row["stages"][0]["lesions"]
