@@ -378,7 +378,7 @@ def segment_study(
         flips=tuple(flip.name for flip in flips),
         tta=tta,
         disagreement=disagreement,
-        brain=study.dwi.with_array(brain.astype(np.uint8)),
+        brain=brain_volume,
         brain_mask_method=brain_mask_method,
         seed=seed_volume,
         unseeded_probability=unseeded,
