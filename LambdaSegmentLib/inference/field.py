@@ -76,18 +76,26 @@ def whole_stack(stack_hw: tuple[int, int]) -> Field:
     return Field(slice(0, stack_hw[0]), slice(0, stack_hw[1]), (int(stack_hw[0]), int(stack_hw[1])))
 
 
+def field_problem(manifest: dict) -> str | None:
+    """What is wrong with a manifest's ``network_field_mm``, or None when it is absent, null or
+    a positive width in mm (``package.read_manifest`` names the file)."""
+    value = manifest.get(FIELD_KEY)
+    if value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < float(value) < 10_000):
+        return None
+    return f"{FIELD_KEY} must be a positive width in mm or null, got {value!r}"
+
+
 def field_setting(manifest: dict) -> float | None:
     """The manifest's narrowest field (mm), or None when it runs its networks on the whole stack.
 
     Raises:
-        BadInputError: the value is not a positive number of mm (source "model manifest").
+        BadInputError: :func:`field_problem` (source "model manifest").
     """
+    problem = field_problem(manifest)
+    if problem:
+        raise BadInputError("model manifest", problem)
     value = manifest.get(FIELD_KEY)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 10_000:
-        raise BadInputError("model manifest", f"{FIELD_KEY} must be a positive width in mm or null, got {value!r}")
-    return float(value)
+    return None if value is None else float(value)
 
 
 def brain_field(

@@ -197,12 +197,11 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         PostProcessing.from_manifest(manifest)
     except (TypeError, ValueError) as error:
         raise BadInputError(path, f"model manifest's post-processing is invalid: {error}") from None
-    from .field import field_setting
+    from .field import field_problem
 
-    try:
-        field_setting(manifest)
-    except BadInputError as error:
-        raise BadInputError(path, error.problem) from None
+    problem = field_problem(manifest)
+    if problem:
+        raise BadInputError(path, problem)
     for role, check in ATTACHED_NETWORKS.items():
         problem = check(manifest[f"{role}_network"]) if f"{role}_network" in manifest else None
         if problem:
