@@ -263,7 +263,7 @@ def main() -> None:
         return
     import torch
 
-    from harness import cli_executable, invocation, machine_header, threads_env, write_tables
+    from harness import cli_executable, invocation, machine_header, matmul_gflops, threads_env, write_tables
 
     rows: list[dict[str, Any]] = []
     stage_rows: list[dict[str, Any]] = []
@@ -291,8 +291,6 @@ def main() -> None:
             stage_rows, _ = run_stages(segment_command(dwi, adc, out, model_dir, args.device), env)
             for row in stage_rows:
                 print(json.dumps(row), flush=True)
-    from harness import matmul_gflops
-
     torch.set_num_threads(args.threads)
     gflops = matmul_gflops(torch.device("cpu"))  # after the runs: the machine's speed, comparable across sessions
     header = machine_header("End to end: lambdasegment segment (read, preprocess, infer, write, report)",

@@ -73,11 +73,13 @@ def machine_description() -> dict[str, str]:
     cpu = platform.processor() or "unknown"
     mhz = "unknown"
     try:
+        first: dict[str, str] = {}  # each cpuinfo field's first value (that of CPU 0)
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name") and cpu == (platform.processor() or "unknown"):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("cpu MHz") and mhz == "unknown":
-                mhz = f"{float(line.split(':', 1)[1]):.0f}"
+            key, _, value = line.partition(":")
+            first.setdefault(key.strip(), value.strip())
+        cpu = first.get("model name", cpu)
+        if "cpu MHz" in first:
+            mhz = f"{float(first['cpu MHz']):.0f}"
         memory_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
     except (OSError, ValueError):
         memory_gib = float("nan")
