@@ -59,7 +59,7 @@ def test_segment_writes_a_mask_on_the_dwi_grid_and_a_report_whose_numbers_are_th
     assert report["device"] == "cpu" and report["seconds"] > 0
     assert report["disclaimer"] == "Research use only — not a medical device"
 
-    with open(report_path.with_suffix(".csv"), newline="") as stream:
+    with open(report_path.with_suffix(".csv"), newline="", encoding="utf-8") as stream:
         rows = list(csv.DictReader(stream))
     assert len(rows) == max(1, report["lesion_count"])  # one row per lesion
     row = rows[0]
