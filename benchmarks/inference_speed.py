@@ -17,6 +17,15 @@ Implementations ("impl"):
   (inductor; needs a C++ compiler on CPU); its first full-size call, which compiles, is
   timed apart as "compile s".
 
+Heaps (``--heaps``, glibc's malloc, set first thing in each child):
+- default: as the C library starts (the Slicer module and library users);
+- keep: ``cli.heap.keep_freed_memory``, what the ``lambdasegment`` console script sets
+  (freed blocks reused, no fresh pages per large tensor);
+- trim-only: the trim threshold alone raised, which switches glibc's adaptive mmap
+  threshold off at 128 KiB (why ``keep_freed_memory`` sets it only after the mmap threshold).
+Every heap after the first is run right after the first, in its own process, and its
+logits are compared with the first's (same weights, same input).
+
 Each run reports its seconds, peak memory, FLOPs (``torch.utils.flop_counter`` on a
 ``--flop-slices`` prefix of the study, scaled linearly: every layer is linear in the slice
 count), the fp32 matmul GFLOP/s measured in the same process just before (2048^2,
@@ -26,6 +35,8 @@ package's trained weights when the tree has one and inputs uniform in [0, 1); ev
 run random weights (seed 0) and standard-normal inputs.
 
     nice -n 10 .venv/bin/python benchmarks/inference_speed.py                 # CPU, 2 threads
+    .venv/bin/python benchmarks/inference_speed.py --studies 24x256 --archs bundled --models lambda_unet \
+        --impls chunked --heaps default keep trim-only --repeats 5 --output benchmarks/results/heap_reuse_cpu
     .venv/bin/python benchmarks/inference_speed.py --device cuda --precisions fp32 bf16 fp16
 """
 
@@ -33,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import itertools
 import json
 import sys
 import tempfile
@@ -63,6 +75,7 @@ from harness import (  # noqa: E402
 
 PAPER = {"name": "lambda_unet", "config": {}}
 IMPLS = ("reference", "plain", "optimised", "chunked", "slabs")
+HEAPS = ("default", "keep", "trim-only")
 ALL_IMPLS = (*IMPLS, "compiled")
 # Peak bytes per input pixel x first-level width seen on CPU (one pass): about 30 for the
 # models, 16 chunked (paper LambdaUNet 24x256^2: 1.54 GiB, process included), about 45 for
@@ -109,7 +122,23 @@ def as_implementation(model: torch.nn.Module, impl: str) -> torch.nn.Module:
     return model
 
 
+def set_heap(heap: str) -> bool | None:
+    """Configure glibc's malloc for this process as ``heap`` (one of ``HEAPS``) names;
+    returns whether mallopt took it (None: "default", nothing called)."""
+    import ctypes
+    import ctypes.util
+
+    from LambdaSegmentLib.cli.heap import INT_MAX, M_TRIM_THRESHOLD, keep_freed_memory
+
+    if heap == "keep":
+        return keep_freed_memory()
+    if heap == "trim-only":
+        return ctypes.CDLL(ctypes.util.find_library("c")).mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1
+    return None
+
+
 def child(config: dict[str, Any]) -> None:
+    heap_set = set_heap(config["heap"])
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.set_num_threads(config["threads"])
@@ -163,7 +192,10 @@ def child(config: dict[str, Any]) -> None:
     emit({
         **config,
         "status": "ok",
+        "heap_set": heap_set,
         "seconds": seconds,
+        "seconds_first": times[0],
+        "seconds_median": float(np.median(times)),
         "seconds_all": times,
         "peak_gib": peak_memory_gib(device),
         "rss_before_forward_gib": rss_before,
@@ -202,6 +234,8 @@ def main() -> None:
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=ALL_IMPLS)
     parser.add_argument("--models", nargs="+", default=["lambda_unet", "unet"], choices=["lambda_unet", "unet"])
     parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--heaps", nargs="+", default=["default"], choices=HEAPS,
+                        help="glibc malloc configurations, each in its own process right after the first")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--flop-slices", type=int, default=2)
     parser.add_argument("--max-gib", type=float, default=12.0, help="skip runs whose estimated peak exceeds this")
@@ -227,12 +261,12 @@ def main() -> None:
                     for impl in args.impls:
                         if model_name == "unet" and impl in ("reference",):
                             continue
-                        for precision in args.precisions:
+                        for precision, heap in itertools.product(args.precisions, args.heaps):
                             config = dict(model=model_name, arch=arch, impl=impl, slices=slices, size=size,
-                                          device=args.device, precision=precision, threads=args.threads,
+                                          device=args.device, precision=precision, heap=heap, threads=args.threads,
                                           repeats=args.repeats, flop_slices=args.flop_slices,
                                           slab_budget_gib=args.slab_budget_gib,
-                                          save=str(Path(scratch) / f"{study}-{arch}-{model_name}-{impl}-{precision}.npy"))
+                                          save=str(Path(scratch) / f"{study}-{arch}-{model_name}-{impl}-{precision}-{heap}.npy"))
                             estimate = estimated_peak_gib(model_name, arch, impl, slices, size)
                             recompute = slab_recompute_factor(model_name, arch, slices, size, args.slab_budget_gib)
                             label = f"{study}:{arch}:{model_name}:{impl}"
@@ -249,6 +283,7 @@ def main() -> None:
                             rows.append(row)
                             print(json.dumps({k: v for k, v in row.items() if k not in ("save", "seconds_all")}), flush=True)
                             compare_to_reference(rows, study, arch, model_name)
+                            compare_to_first_heap(rows, row, args.heaps[0])
                             write_results(rows, args)  # after every run, so a cut-short run keeps its rows
 
 
@@ -258,7 +293,8 @@ def compare_to_reference(rows: list[dict[str, Any]], study: str, arch: str, mode
     anchor_impl = "reference" if model_name == "lambda_unet" else "plain"
     group = [r for r in rows if r.get("arch") == arch and r.get("model") == model_name and r["save"].split("/")[-1].startswith(study + "-")]
     for row in group:
-        anchor = next((r for r in group if r["impl"] == anchor_impl and r["precision"] == row["precision"]), None)
+        anchor = next((r for r in group if r["impl"] == anchor_impl and r["precision"] == row["precision"]
+                       and r.get("heap") == row.get("heap")), None)
         if row.get("status") != "ok" or anchor is None or anchor.get("status") != "ok" or row is anchor:
             continue
         mine, theirs = np.load(row["save"]), np.load(anchor["save"])
@@ -266,6 +302,17 @@ def compare_to_reference(rows: list[dict[str, Any]], study: str, arch: str, mode
             mine, theirs = 1 / (1 + np.exp(-mine.astype(np.float64))), 1 / (1 + np.exp(-theirs.astype(np.float64)))
             row["compared_as"] = "probability"
         row[f"max_abs_diff_vs_{anchor_impl}"] = float(np.abs(mine.astype(np.float64) - theirs).max())
+
+
+def compare_to_first_heap(rows: list[dict[str, Any]], row: dict[str, Any], first_heap: str) -> None:
+    """Max |logit difference| of ``row`` from the same run under the first heap (0 when the
+    allocator changes nothing but the time)."""
+    if row.get("heap") == first_heap or row.get("status") != "ok":
+        return
+    same = ("study", "arch", "model", "impl", "precision")
+    anchor = next((r for r in rows if r.get("heap") == first_heap and all(r.get(k) == row.get(k) for k in same)), None)
+    if anchor is not None and anchor.get("status") == "ok":
+        row["diff_vs_first_heap"] = float(np.abs(np.load(row["save"]).astype(np.float64) - np.load(anchor["save"])).max())
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -276,6 +323,8 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         {"threads": args.threads, "device": args.device,
          "bundled architecture": f"{json.dumps(architecture)} from {source}",
          "FLOPs": f"FlopCounterMode on the first {args.flop_slices} slices, scaled linearly in slices",
+         "seconds": "the fastest of --repeats full-size calls; first s the first of them (after the 2-slice FLOP count, "
+                    "which is the warm-up), median s their median",
          "note": "load_1min is the machine's 1-minute load average around each run (2 cores: above 2 the run shared the CPU)"},
     )
     for row in rows:
@@ -283,10 +332,12 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         row["load_1min"] = row.get("load_1min_before")
     columns = [
         ("study", "study"), ("arch", "config"), ("model", "model"), ("impl", "implementation"),
-        ("precision", "precision"), ("status", "status"), ("seconds", "seconds"), ("peak_gib", "peak GiB"),
+        ("precision", "precision"), ("heap", "heap"), ("heap_set", "heap set"), ("status", "status"),
+        ("seconds", "seconds"), ("seconds_first", "first s"), ("seconds_median", "median s"), ("peak_gib", "peak GiB"),
         ("gflop", "GFLOP"), ("matmul_gflops", "matmul GFLOP/s"), ("roofline_seconds", "roofline s"),
         ("roofline_fraction", "fraction of roofline"), ("num_slabs", "passes"), ("compile_seconds", "compile s"),
-        ("diff_vs_anchor", "max abs diff vs reference (lambda_unet) / plain (unet)"), ("load_1min", "load 1-min"),
+        ("diff_vs_anchor", "max abs diff vs reference (lambda_unet) / plain (unet)"),
+        ("diff_vs_first_heap", "max abs diff vs first heap"), ("load_1min", "load 1-min"),
         ("load_1min_after", "load after"),
     ]
     write_tables(rows, columns, Path(args.output), header)

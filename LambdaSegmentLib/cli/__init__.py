@@ -26,6 +26,7 @@ import warnings
 from typing import Any, Sequence
 
 from LambdaSegmentLib import __version__
+from LambdaSegmentLib.cli.heap import keep_freed_memory
 from LambdaSegmentLib.errors import BadInputError
 
 # Sub-command modules, in the order --help lists them.
@@ -99,10 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
       torch, SimpleITK and matplotlib sets off full collections over all their objects
       (about 0.3 s of CPU in a ``segment`` run); cyclic garbage is still collected;
     - on return every object still alive is frozen (``gc.freeze``), so the interpreter's final
-      collection at exit skips them (about 0.6 s of CPU otherwise).
+      collection at exit skips them (about 0.6 s of CPU otherwise);
+    - glibc's malloc keeps freed blocks for reuse (``heap.keep_freed_memory``), so the forward
+      passes do not fault in fresh pages for every large tensor.
     """
     if argv is None:
         gc.set_threshold(*PROCESS_GC_THRESHOLDS)
+        keep_freed_memory()
     code = _run(argv)
     if argv is None:
         gc.freeze()

@@ -94,23 +94,24 @@ def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) 
         assert command in listing
 
 
-def test_only_the_process_command_tunes_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_process_command_tunes_the_garbage_collector_and_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     """main() as the console script calls it (argv None) raises the collection thresholds and
-    freezes live objects before exit; main(argv), as tests and embedding code call it, leaves
-    the GC alone."""
+    freezes live objects before exit, and keeps freed heap blocks; main(argv), as tests and
+    embedding code call it, leaves the GC and the allocator alone."""
     import gc
 
     import LambdaSegmentLib.cli as cli
 
     calls: list[tuple] = []
     monkeypatch.setattr(cli, "_run", lambda argv: calls.append(("run",)) or 0)
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: calls.append(("keep_freed_memory",)) or True)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append(("freeze",)))
     monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: calls.append(("set_threshold", *thresholds)))
     assert cli.main(["segment"]) == 0 and calls == [("run",)]
     calls.clear()
     monkeypatch.setattr(sys, "argv", ["lambdasegment", "segment"])
     assert cli.main() == 0
-    assert calls == [("set_threshold", *cli.PROCESS_GC_THRESHOLDS), ("run",), ("freeze",)]
+    assert calls == [("set_threshold", *cli.PROCESS_GC_THRESHOLDS), ("keep_freed_memory",), ("run",), ("freeze",)]
     assert cli.PROCESS_GC_THRESHOLDS[0] > gc.get_threshold()[0]
 
 
@@ -128,3 +129,68 @@ def test_debug_anywhere_shows_the_traceback_of_an_unexpected_error(
     for argv in (["models", "--debug"], ["--debug", "models"]):
         with pytest.raises(RuntimeError, match="boom"):
             main(argv)
+
+
+MMAPPED_BLOCKS_AFTER_A_LARGE_ALLOCATION = """
+import ctypes, ctypes.util, sys
+from LambdaSegmentLib.cli.heap import keep_freed_memory
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+if not hasattr(libc, "mallinfo2"):
+    print("no mallinfo2"); sys.exit(0)
+libc.mallinfo2.restype = Mallinfo2
+kept = keep_freed_memory() if sys.argv[1] == "keep" else None
+before = libc.mallinfo2().hblks
+block = bytearray(64 * 2**20)  # far above glibc's largest adaptive mmap threshold (32 MiB)
+print(kept, libc.mallinfo2().hblks - before)
+"""
+
+
+def test_keep_freed_memory_serves_large_blocks_from_the_heap() -> None:
+    """On glibc a 64 MiB block is one more mmapped block by default and comes from the heap
+    once ``keep_freed_memory`` has run (each in a fresh interpreter: the setting is for the
+    process's lifetime)."""
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc only")
+
+    def mmapped_blocks(mode: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", MMAPPED_BLOCKS_AFTER_A_LARGE_ALLOCATION, mode],
+            capture_output=True, text=True, check=True,
+        )
+        return run.stdout.strip()
+
+    default, kept = mmapped_blocks("default"), mmapped_blocks("keep")
+    if default == "no mallinfo2":
+        pytest.skip("glibc older than 2.33 (no mallinfo2)")
+    assert default == "None 1"
+    assert kept == "True 0"
+
+
+def test_the_heap_changes_the_time_of_a_forward_pass_not_its_logits(tmp_path: Path) -> None:
+    """``benchmarks/inference_speed.py --heaps default keep`` runs the same forward pass in two
+    fresh processes, the second with the console script's heap, and finds the same logits."""
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc only")
+    root = Path(__file__).resolve().parents[2]
+    stem = tmp_path / "heap"
+    subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "inference_speed.py"), "--studies", "3x32", "--archs", "paper",
+         "--models", "lambda_unet", "--impls", "chunked", "--heaps", "default", "keep", "--threads", "1",
+         "--output", str(stem)],
+        check=True, capture_output=True, text=True, cwd=root,
+    )
+    import csv
+
+    with open(stem.with_suffix(".csv"), encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["heap"], row["status"], row["heap_set"]) for row in rows] == [("default", "ok", ""), ("keep", "ok", "True")]
+    assert float(rows[1]["diff_vs_first_heap"]) == 0.0
