@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import locale
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +35,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _deterministic_torch() -> None:
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@pytest.fixture
+def c_locale() -> Iterator[None]:
+    """The process's character type locale set to "C" for the test, as reading a DICOM series
+    leaves it (GDCM sets it): open() without an encoding then defaults to ASCII."""
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
 
 
 @pytest.fixture

@@ -134,7 +134,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows as CSV (atomic: temporary file, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".partial")
-    with open(temporary, "w", newline="") as stream:
+    with open(temporary, "w", newline="", encoding="utf-8") as stream:
         writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

@@ -89,7 +89,7 @@ def read_case_listing(csv_path: str | Path) -> list[LabelledCase]:
     """Cases listed in a CSV with columns dwi, adc or eadc, mask, [name]."""
     csv_path = Path(csv_path)
     try:
-        with open(csv_path, newline="") as stream:
+        with open(csv_path, newline="", encoding="utf-8-sig") as stream:  # UTF-8, with or without the BOM Excel writes
             rows = list(csv.DictReader(stream))
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise BadInputError(csv_path, f"cannot read the case listing ({error})") from None

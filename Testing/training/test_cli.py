@@ -97,6 +97,17 @@ def test_evaluate_prints_table_one_and_writes_csv(labelled_folders: tuple[Path, 
         f"untrained-lambda_unet 0.0.0+seed0 ({package})", f"untrained-lambda_unet 0.0.0+seed0 ({twin})"]
 
 
+def test_evaluate_writes_its_csv_in_utf8_whatever_the_locale(tmp_path: Path, c_locale: None) -> None:
+    """A row naming a non-ASCII package path (``ü``) or the ADC rule's ``≥`` is written after a
+    DICOM read has left the locale at C, and reads back as UTF-8."""
+    from LambdaSegmentLib.cli.evaluate import write_csv
+
+    path = tmp_path / "table.csv"
+    write_csv(path, [{"method": "lambdaunet (/data/Modelle/über)", "dims": "2.5D", "note": "DWI ≥ 1.2×"}])
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert rows == [{"method": "lambdaunet (/data/Modelle/über)", "dims": "2.5D", "note": "DWI ≥ 1.2×"}]
+
+
 def test_train_refuses_an_unknown_frozen_module_naming_the_option_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     output = tmp_path / "pkg"
     assert main(train_args(output, "--freeze-modules", "encoder", "--devices", "1")) == 2

@@ -62,6 +62,19 @@ def test_csv_listing_with_relative_paths(tmp_path: Path) -> None:
         find_labelled_cases(listing)
 
 
+def test_csv_listing_is_read_as_utf8_with_or_without_a_bom_whatever_the_locale(tmp_path: Path, c_locale: None) -> None:
+    """A listing saved by Excel ("CSV UTF-8": a BOM first) or by a script, naming non-ASCII
+    paths, reads the same after a DICOM read has left the locale at C."""
+    for name in ("é_dwi.nii.gz", "é_adc.nii.gz", "é_msk.nii.gz"):
+        touch(tmp_path / "Bilder für Studie" / name)
+    listing = tmp_path / "cases.csv"
+    text = "dwi,adc,mask,name\nBilder für Studie/é_dwi.nii.gz,Bilder für Studie/é_adc.nii.gz,Bilder für Studie/é_msk.nii.gz,Fall é\n"
+    for encoded in (text.encode("utf-8"), text.encode("utf-8-sig")):
+        listing.write_bytes(encoded)
+        (case,) = find_labelled_cases(listing)
+        assert case.name == "Fall é" and case.adc == tmp_path / "Bilder für Studie" / "é_adc.nii.gz"
+
+
 @pytest.mark.needs_atlas
 def test_real_case_goes_through_the_inference_preprocessing(labelled_folders: tuple[Path, Path]) -> None:
     (case,) = find_labelled_cases(labelled_folders[0])
