@@ -39,8 +39,9 @@ def _deterministic_torch() -> None:
 
 @pytest.fixture
 def c_locale() -> Iterator[None]:
-    """The process's character type locale set to "C" for the test, as reading a DICOM series
-    leaves it (GDCM sets it): open() without an encoding then defaults to ASCII."""
+    """The process's character type locale set to "C" for the test, as writing a DICOM file
+    with SimpleITK leaves it (GDCM sets it; ``Testing/io/test_dicom_series.py`` does so): open()
+    without an encoding then defaults to ASCII."""
     previous = locale.setlocale(locale.LC_CTYPE)
     locale.setlocale(locale.LC_CTYPE, "C")
     try:

@@ -98,8 +98,8 @@ def test_evaluate_prints_table_one_and_writes_csv(labelled_folders: tuple[Path, 
 
 
 def test_evaluate_writes_its_csv_in_utf8_whatever_the_locale(tmp_path: Path, c_locale: None) -> None:
-    """A row naming a non-ASCII package path (``ü``) or the ADC rule's ``≥`` is written after a
-    DICOM read has left the locale at C, and reads back as UTF-8."""
+    """A row naming a non-ASCII package path (``ü``) or a ``≥`` is written with the locale at C,
+    and reads back as UTF-8."""
     from LambdaSegmentLib.cli.evaluate import write_csv
 
     path = tmp_path / "table.csv"

@@ -64,7 +64,7 @@ def test_csv_listing_with_relative_paths(tmp_path: Path) -> None:
 
 def test_csv_listing_is_read_as_utf8_with_or_without_a_bom_whatever_the_locale(tmp_path: Path, c_locale: None) -> None:
     """A listing saved by Excel ("CSV UTF-8": a BOM first) or by a script, naming non-ASCII
-    paths, reads the same after a DICOM read has left the locale at C."""
+    paths, reads the same after the locale has been left at C."""
     for name in ("é_dwi.nii.gz", "é_adc.nii.gz", "é_msk.nii.gz"):
         touch(tmp_path / "Bilder für Studie" / name)
     listing = tmp_path / "cases.csv"
