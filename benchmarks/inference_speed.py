@@ -19,7 +19,7 @@ Implementations ("impl"):
 
 Heaps (``--heaps``, glibc's malloc, set first thing in each child):
 - default: as the C library starts (the Slicer module and library users);
-- keep: ``cli.heap.keep_freed_memory``, what the ``lambdasegment`` console script sets
+- keep: ``heap.keep_freed_memory``, what the ``lambdasegment`` console script sets
   (freed blocks reused, no fresh pages per large tensor);
 - trim-only: the trim threshold alone raised, which switches glibc's adaptive mmap
   threshold off at 128 KiB (why ``keep_freed_memory`` sets it only after the mmap threshold).
@@ -128,7 +128,7 @@ def set_heap(heap: str) -> bool | None:
     import ctypes
     import ctypes.util
 
-    from LambdaSegmentLib.cli.heap import INT_MAX, M_TRIM_THRESHOLD, keep_freed_memory
+    from LambdaSegmentLib.heap import INT_MAX, M_TRIM_THRESHOLD, keep_freed_memory
 
     if heap == "keep":
         return keep_freed_memory()

@@ -26,7 +26,7 @@ import warnings
 from typing import Any, Sequence
 
 from LambdaSegmentLib import __version__
-from LambdaSegmentLib.cli.heap import keep_freed_memory
+from LambdaSegmentLib.heap import keep_freed_memory
 from LambdaSegmentLib.errors import BadInputError
 
 # Sub-command modules, in the order --help lists them.

@@ -133,7 +133,7 @@ def test_debug_anywhere_shows_the_traceback_of_an_unexpected_error(
 
 MMAPPED_BLOCKS_AFTER_A_LARGE_ALLOCATION = """
 import ctypes, ctypes.util, sys
-from LambdaSegmentLib.cli.heap import keep_freed_memory
+from LambdaSegmentLib.heap import keep_freed_memory
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in

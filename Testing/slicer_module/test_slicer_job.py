@@ -72,3 +72,17 @@ def test_a_job_that_refuses_its_inputs_reports_the_reason(phantom, tmp_path):
     with pytest.raises(ValueError, match="no-such-package"):
         job.result()
     assert not job.folder.exists()
+
+
+def test_the_job_process_keeps_its_heap_then_runs_its_job(monkeypatch):
+    """The child's entry sets the heap (it exits with its job, as the console script does)
+    before it runs the job in the folder it is given; Slicer's own process is never touched:
+    ``SegmentationJob.start`` only launches the child."""
+    import LambdaSegmentLib.heap as heap
+    import LambdaSegmentLib.slicer_job as slicer_job
+
+    calls = []
+    monkeypatch.setattr(heap, "keep_freed_memory", lambda: calls.append("keep_freed_memory") or True)
+    monkeypatch.setattr(slicer_job, "run_job", lambda folder: calls.append(("run_job", folder)) or 0)
+    assert slicer_job.child_main(["slicer_job.py", "/tmp/job-folder"]) == 0
+    assert calls == ["keep_freed_memory", ("run_job", "/tmp/job-folder")]

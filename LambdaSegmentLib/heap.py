@@ -1,4 +1,4 @@
-"""The console script's heap: freed blocks are kept for reuse, not handed back to the kernel.
+"""A segmenting process's heap: freed blocks are kept for reuse, not handed back to the kernel.
 
 Why: glibc's malloc serves each block above its mmap threshold (128 KiB, raised as blocks
 are freed up to 32 MiB) with fresh ``mmap`` pages and unmaps them on ``free``. One
@@ -10,10 +10,11 @@ heap and freed ones are reused: the same arithmetic on the same 64-byte-aligned 
 (PyTorch aligns its CPU buffers itself), so the same probabilities, in less time
 (``benchmarks/heap_reuse.py``; ``docs/performance.md``).
 
-The cost: the process keeps its peak heap until it exits. That is right for a command that
-exits after its studies, so only the console script calls this (``cli.main`` with
-``argv=None``); the Slicer module and code that imports the library keep the allocator
-as their host configured it.
+The cost: the process keeps its peak heap until it exits. That is right for a process that
+exits after its studies, so only two call this: the console script (``cli.main`` with
+``argv=None``) and the Slicer module's job process (``slicer_job.child_main``), which ends
+with its job. Slicer itself, and code that imports the library, keep the allocator as their
+host configured it.
 """
 
 from __future__ import annotations
