@@ -7,8 +7,10 @@ zeroes a padded value grid per chunk of slices (17 MiB at 256² for the first le
 the convolutions' outputs are as large. Each comes back as new pages that the kernel must
 fault in and zero again. With both thresholds at their maximum, large blocks come from the
 heap and freed ones are reused: the same arithmetic on the same 64-byte-aligned tensors
-(PyTorch aligns its CPU buffers itself), so the same probabilities, in less time
-(``benchmarks/heap_reuse.py``; ``docs/performance.md``).
+(PyTorch aligns its CPU buffers itself), so the same probabilities. Measured
+(``benchmarks/inference_speed.py --heaps``; ``docs/performance.md``): a third off the forward
+pass on a 256² grid and a tenth off a stage-2 training fold; nothing on 112-128² grids, whose
+tensors glibc's adaptive threshold already keeps on the heap, for 2-6 % more peak memory.
 
 The cost: the process keeps its peak heap until it exits. That is right for a process that
 exits after its studies, so only two call this: the console script (``cli.main`` with
