@@ -194,3 +194,20 @@ def test_the_heap_changes_the_time_of_a_forward_pass_not_its_logits(tmp_path: Pa
         rows = list(csv.DictReader(handle))
     assert [(row["heap"], row["status"], row["heap_set"]) for row in rows] == [("default", "ok", ""), ("keep", "ok", "True")]
     assert float(rows[1]["diff_vs_first_heap"]) == 0.0
+
+
+def test_keep_freed_memory_leaves_other_c_libraries_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off glibc (macOS, Windows, musl) the call changes nothing and says so; no library is loaded."""
+    import ctypes
+    import platform
+
+    import LambdaSegmentLib.heap as heap
+
+    def no_library(*args: object, **kwargs: object) -> None:
+        raise AssertionError("no C library may be loaded off glibc")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    for system, libc in (("Darwin", ("", "")), ("Windows", ("", "")), ("Linux", ("musl", "1.2"))):
+        monkeypatch.setattr(platform, "system", lambda system=system: system)
+        monkeypatch.setattr(platform, "libc_ver", lambda libc=libc: libc)
+        assert heap.keep_freed_memory() is False
