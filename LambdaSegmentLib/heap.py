@@ -3,7 +3,7 @@
 Why: glibc's malloc serves each block above its mmap threshold (128 KiB, raised as blocks
 are freed up to 32 MiB) with fresh ``mmap`` pages and unmaps them on ``free``. One
 LambdaUNet forward pass allocates and frees hundreds of such blocks: every Lambda+ layer
-zeroes a padded value grid per chunk of slices (17 MiB at 256² for the first level), and
+zeroes a padded value grid per chunk of slices (17 MB in the first Lambda+ level for a 256² input), and
 the convolutions' outputs are as large. Each comes back as new pages that the kernel must
 fault in and zero again. With both thresholds at their maximum, large blocks come from the
 heap and freed ones are reused: the same arithmetic on the same 64-byte-aligned tensors
