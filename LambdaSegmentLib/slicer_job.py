@@ -352,7 +352,7 @@ class SegmentationJob:
 def child_main(argv: list[str]) -> int:
     """The job process's entry (``python -m LambdaSegmentLib.slicer_job FOLDER``): the process
     ends with its job, so its heap keeps freed blocks for reuse (``heap.keep_freed_memory``:
-    faster forward passes, the same masks), then ``run_job(FOLDER)``."""
+    faster forward passes on wide grids, the same masks), then ``run_job(FOLDER)``."""
     from LambdaSegmentLib.heap import keep_freed_memory
 
     keep_freed_memory()
