@@ -24,10 +24,27 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import platform
+from collections.abc import Callable
 
 M_TRIM_THRESHOLD = -1  # glibc malloc.h: free() returns heap top above this many bytes to the kernel
 M_MMAP_THRESHOLD = -3  # glibc malloc.h: blocks above this many bytes get their own mmap
 INT_MAX = 2**31 - 1  # mallopt takes an int
+
+
+def glibc_mallopt() -> Callable[[int, int], int] | None:
+    """glibc's ``mallopt(param, value)`` (returns 1 when it took the value), or None where the
+    C library is not glibc (macOS, Windows, musl) or cannot be loaded; nothing is set."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    path = ctypes.util.find_library("c")
+    if path is None:
+        return None
+    try:
+        mallopt = ctypes.CDLL(path).mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return mallopt
 
 
 def keep_freed_memory() -> bool:
@@ -39,16 +56,7 @@ def keep_freed_memory() -> bool:
     makes every large block an mmap (measured 1.5-2x slower forward passes), so the trim
     threshold is set only once the mmap threshold has been accepted.
     """
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    path = ctypes.util.find_library("c")
-    if path is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(path).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    if mallopt(M_MMAP_THRESHOLD, INT_MAX) != 1:
+    mallopt = glibc_mallopt()
+    if mallopt is None or mallopt(M_MMAP_THRESHOLD, INT_MAX) != 1:
         return False
     return mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1

@@ -36,7 +36,7 @@ run random weights (seed 0) and standard-normal inputs.
 
     nice -n 10 .venv/bin/python benchmarks/inference_speed.py                 # CPU, 2 threads
     .venv/bin/python benchmarks/inference_speed.py --studies 24x256 --archs bundled --models lambda_unet \
-        --impls chunked --heaps default keep trim-only --repeats 5 --output benchmarks/results/heap_reuse_cpu
+        --impls chunked --heaps default keep trim-only --repeats 7 --output benchmarks/results/heap_reuse_cpu
     .venv/bin/python benchmarks/inference_speed.py --device cuda --precisions fp32 bf16 fp16
 """
 
@@ -125,15 +125,13 @@ def as_implementation(model: torch.nn.Module, impl: str) -> torch.nn.Module:
 def set_heap(heap: str) -> bool | None:
     """Configure glibc's malloc for this process as ``heap`` (one of ``HEAPS``) names;
     returns whether mallopt took it (None: "default", nothing called)."""
-    import ctypes
-    import ctypes.util
-
-    from LambdaSegmentLib.heap import INT_MAX, M_TRIM_THRESHOLD, keep_freed_memory
+    from LambdaSegmentLib.heap import INT_MAX, M_TRIM_THRESHOLD, glibc_mallopt, keep_freed_memory
 
     if heap == "keep":
         return keep_freed_memory()
     if heap == "trim-only":
-        return ctypes.CDLL(ctypes.util.find_library("c")).mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1
+        mallopt = glibc_mallopt()
+        return mallopt is not None and mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1
     return None
 
 

@@ -26,8 +26,8 @@ import warnings
 from typing import Any, Sequence
 
 from LambdaSegmentLib import __version__
-from LambdaSegmentLib.heap import keep_freed_memory
 from LambdaSegmentLib.errors import BadInputError
+from LambdaSegmentLib.heap import keep_freed_memory
 
 # Sub-command modules, in the order --help lists them.
 COMMAND_MODULES = ("demo", "segment", "segment_dir", "models_cmd", "synthesize", "train", "evaluate")

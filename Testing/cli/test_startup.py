@@ -154,9 +154,9 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap() -> None:
     """On glibc a 64 MiB block is one more mmapped block by default and comes from the heap
     once ``keep_freed_memory`` has run (each in a fresh interpreter: the setting is for the
     process's lifetime)."""
-    import platform
+    from LambdaSegmentLib.heap import glibc_mallopt
 
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if glibc_mallopt() is None:
         pytest.skip("glibc's malloc only")
 
     def mmapped_blocks(mode: str) -> str:
@@ -176,9 +176,9 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap() -> None:
 def test_the_heap_changes_the_time_of_a_forward_pass_not_its_logits(tmp_path: Path) -> None:
     """``benchmarks/inference_speed.py --heaps default keep`` runs the same forward pass in two
     fresh processes, the second with the console script's heap, and finds the same logits."""
-    import platform
+    from LambdaSegmentLib.heap import glibc_mallopt
 
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if glibc_mallopt() is None:
         pytest.skip("glibc's malloc only")
     root = Path(__file__).resolve().parents[2]
     stem = tmp_path / "heap"
