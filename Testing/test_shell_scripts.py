@@ -107,3 +107,13 @@ def test_train_cv_soup_refuses_fewer_than_two_runs_folders_before_writing(tmp_pa
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "train_cv.sh"), "soup"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode != 0 and "SOUP_OF must name two or more runs folders" in result.stderr
     assert not runs.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("widths", ["[24, 48]", "24,48", "wide"])
+def test_train_cv_refuses_widths_that_are_not_a_list_of_channels_before_writing(tmp_path: Path, widths: str) -> None:
+    runs = tmp_path / "wide"
+    env = {"PATH": "/usr/bin:/bin", "WIDTHS": widths, "RUNS": str(runs)}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "train_cv.sh"), "pretrain"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and "WIDTHS must read like" in result.stderr
+    assert not runs.exists()

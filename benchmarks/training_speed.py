@@ -7,6 +7,13 @@ warm-up step on a 1-window batch precedes the timed steps. Peak memory is the ch
 peak RSS (CPU) or ``torch.cuda.max_memory_allocated`` (GPU).
 
     nice -n 10 .venv/bin/python benchmarks/training_speed.py                       # CPU, 2 threads
+    .venv/bin/python benchmarks/training_speed.py --runs bundled:lambda_unet:4 bundled@1.5:lambda_unet:4 \
+        bundled@2:lambda_unet:4 --slices 8 --size 96 --steps 3 --output benchmarks/results/training_speed_width_cpu
+                                       # the stage-1 recipe's batch (4 x 8 x 96^2) at 1, 1.5 and 2 x the bundled widths
+
+ARCH is "paper", "bundled" or "bundled@F": the bundled architecture with every width times F
+(a whole multiple of its ``value_dim``; ``lambdasegment train --init-weights`` widens a package
+to it, ``training/init_weights.py``).
     .venv/bin/python benchmarks/training_speed.py --device cuda --precisions fp32 bf16
 """
 
@@ -44,8 +51,11 @@ def child(config: dict[str, Any]) -> None:
     torch.set_num_threads(config["threads"])
     device = torch.device(config["device"])
     gflops = matmul_gflops(device)
-    architecture = {"name": "lambda_unet", "config": {}} if config["arch"] == "paper" else bundled_architecture()[0]
+    arch, _, factor = config["arch"].partition("@")
+    architecture = {"name": "lambda_unet", "config": {}} if arch == "paper" else bundled_architecture()[0]
     model_config = dict(architecture["config"])
+    if factor:
+        model_config["widths"] = scaled_widths(model_config["widths"], float(factor))
     if config["model"] == "unet":
         model_config = {"widths": model_config["widths"]} if "widths" in model_config else {}
     else:
@@ -81,6 +91,14 @@ def child(config: dict[str, Any]) -> None:
           "peak_gib": peak_memory_gib(device), "matmul_gflops": gflops})
 
 
+def scaled_widths(widths: list[int], factor: float) -> list[int]:
+    """Every width times ``factor``; refused unless each product is a whole number."""
+    scaled = [width * factor for width in widths]
+    if any(value != int(value) for value in scaled):
+        raise SystemExit(f"training_speed.py: widths {widths} times {factor} are not whole: {scaled}")
+    return [int(value) for value in scaled]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -102,6 +120,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for run in args.runs:
         arch, model_name, windows = run.split(":")
+        if "@" in arch:
+            scaled_widths(bundled_architecture()[0]["config"]["widths"], float(arch.partition("@")[2]))  # refuse before any child runs
         for checkpoint in ((False, True) if model_name == "lambda_unet" else (False,)):
             for precision in args.precisions:
                 config = dict(arch=arch, model=model_name, windows=int(windows), checkpoint=checkpoint,

@@ -110,6 +110,13 @@ NORM=${NORM:-batch}
 #   STEM_NORM=group RUNS=runs/cv-rms-temporal-gnstem scripts/train_cv.sh pretrain --init-weights runs/cv-rms/pretrain/pkg \
 #       --lr 1e-3 --constant-epochs 10 --decay-end-epoch 40 --max-epochs 40 --seed 50100000 --synthesis "$S"
 STEM_NORM=${STEM_NORM:-}
+# The channels per level: "16, 32, 64, 128, 256" (every package so far) or wider, each a multiple of
+# value_dim 8 (issue 13's rule 126: capacity). It changes the architecture, so it needs its own runs
+# folder; stage 1 may continue a narrower stage 1 (--init-weights widens it, function preserved:
+# training/init_weights.py):
+#   WIDTHS="24, 48, 96, 192, 384" RUNS=runs/cv-wide scripts/train_cv.sh pretrain --init-weights runs/cv-rms/pretrain/pkg ...
+WIDTHS=${WIDTHS:-16, 32, 64, 128, 256}
+[[ $WIDTHS =~ ^[0-9]+(, [0-9]+)*$ ]] || { echo "train_cv.sh: WIDTHS must read like \"16, 32, 64, 128, 256\", not $WIDTHS" >&2; exit 2; }
 RUNS=${RUNS:-runs/cv-rms}
 package_dir_of() {  # package_dir_of STAGE_OR_DIR: the package directory SEED_FROM or PARTNER_FROM names
     if [[ $1 == */* ]]; then echo "$1"; else echo "$RUNS/$1/pkg"; fi
@@ -122,6 +129,7 @@ RESULT=cv-rms; [[ $QUERY_NORM == batch ]] && RESULT=cv-recipe  # real_scan_cv.py
 [[ $CONTENT_NORM != none ]] && RESULT=$RESULT-content-$CONTENT_NORM
 [[ $NORM != batch ]] && RESULT=$RESULT-norm-$NORM
 [[ -n $STEM_NORM ]] && RESULT=$RESULT-stem-$STEM_NORM
+[[ $WIDTHS != "16, 32, 64, 128, 256" ]] && RESULT=$RESULT-widths-${WIDTHS//, /-}
 # What the post-processing search maximises per study (benchmarks/real_scan_cv.py --objective):
 # "dice" (volume Dice; every package so far) or "targets" (issue 13's Dice, lesion F1 and
 # false-positive mL at once), for the folds' evaluation and the shipped package alike.
@@ -141,7 +149,7 @@ model() {  # model CHANNELS [IN_CHANNELS]: sets MODEL, the one architecture and 
     if [[ $CONTENT_NORM != none ]]; then content_norm=", \"content_norm\": \"$CONTENT_NORM\""; fi
     if [[ $NORM != batch ]]; then norm=", \"norm\": \"$NORM\""; fi
     if [[ -n $STEM_NORM ]]; then stem_norm=", \"stem_norm\": \"$STEM_NORM\""; fi
-    MODEL=(--model lambda_unet --model-config "{\"widths\": [16, 32, 64, 128, 256], \"value_dim\": 8$query_norm$content_norm$norm$stem_norm$in_channels}"
+    MODEL=(--model lambda_unet --model-config "{\"widths\": [$WIDTHS], \"value_dim\": 8$query_norm$content_norm$norm$stem_norm$in_channels}"
            --preprocessing "{\"channels\": $1, \"in_plane_spacing_mm\": 2.0, \"normalization\": {\"dwi\": \"brain_median_clip4\", \"eadc\": \"clip01\"}, \"pad_multiple\": 16}")
 }
 # The input channels of every stage from stage 1 on: "paper" ([eADC, DWI]; every package so far)

@@ -20,6 +20,16 @@ Two cases are accepted, anything else is refused with a ``BadInputError`` naming
   a GroupNorm has no use for. The function changes (each slice is now normalised by its own
   statistics), so such a run continues training rather than fine-tunes: it keeps the
   learned convolutions and Lambda+ projections instead of a random start.
+- **the same LambdaUNet, wider**: the configurations differ only in ``widths``, each level at
+  least as wide as the package's, and the preprocessing is the package's. Every tensor of the
+  package goes into the leading channels of the wider one (a Lambda+ layer's output channels
+  are its heads, head-major, so these are its first heads); the weights by which an old
+  channel would read a new one are **zero**, the rest keeps the new model's initialisation.
+  Every path from a new channel to the output then passes through a zero, so training starts
+  computing exactly the package's function (checked on a random study before training), and
+  the first step's gradient opens those paths (the zeros are where the new channels'
+  activations meet the old channels' gradients). The decoder's concatenation ([skip, up])
+  is mapped part by part.
 """
 
 from __future__ import annotations
@@ -115,6 +125,85 @@ def drop_converted_statistics(
     return {key: source_state[key].detach().clone() for key in target_state}, dropped
 
 
+def widen_widths(
+    source_state: Mapping[str, torch.Tensor], model: nn.Module, *, source: str | Path = "<memory>",
+) -> tuple[dict[str, torch.Tensor], int]:
+    """``source_state`` (a narrower LambdaUNet) laid out for ``model`` (the same LambdaUNet, wider), function preserved.
+
+    Args:
+        source_state: the package's state dict.
+        model: the freshly built wider model (``UNet2p5d``); its own initial tensors fill
+            the new channels, except where an old channel reads a new one (zero).
+        source: what to name in an error (the package directory).
+
+    Returns:
+        (state, widened): the state dict to load, and how many tensors changed shape.
+
+    Raises:
+        BadInputError: the keys differ, or a tensor is narrower than the package's, or
+            differs in a dimension that is not a channel dimension.
+    """
+    from LambdaSegmentLib.models.unet_blocks import Up
+
+    from .module import unwrapped_state_dict
+
+    target_state = unwrapped_state_dict(model)
+    if set(source_state) != set(target_state):
+        missing, extra = sorted(set(target_state) - set(source_state)), sorted(set(source_state) - set(target_state))
+        raise BadInputError(source, f"--init-weights: the package's tensors differ from the wider model's (missing {missing[:3]}, extra {extra[:3]})")
+    prefix = "_checkpoint_wrapped_module."
+    modules = {name.replace(prefix, ""): module for name, module in model.named_modules()}
+    input_dims = {  # the dimension by which each weight reads its input
+        f"{name}.weight": 0 if isinstance(module, nn.modules.conv._ConvTransposeNd) else 1
+        for name, module in modules.items() if isinstance(module, nn.modules.conv._ConvNd)
+    }
+    concatenated = {f"{name}.conv.0.weight" for name, module in modules.items() if isinstance(module, Up)}
+    state: dict[str, torch.Tensor] = {}
+    widened = 0
+    for key, target in target_state.items():
+        old = source_state[key]
+        if tuple(old.shape) == tuple(target.shape):
+            state[key] = old.detach().clone()
+            continue
+        if old.dim() != target.dim() or any(a > b for a, b in zip(old.shape, target.shape)):
+            raise BadInputError(source, f"--init-weights: {key} is {tuple(old.shape)} in the package, {tuple(target.shape)} in the wider model")
+        input_dim = input_dims.get(key)
+        channel_dims = {0, 1} if input_dim is not None else {0}
+        odd = [dim for dim in range(old.dim()) if old.shape[dim] != target.shape[dim] and dim not in channel_dims]
+        if odd:
+            raise BadInputError(source, f"--init-weights: {key} differs in dimension {odd[0]}, not a channel dimension")
+        index: list[Any] = [torch.arange(size) for size in old.shape]
+        if key in concatenated:  # [skip, up], each half as wide as the input: map each half to its place
+            half_old, half_new = old.shape[1] // 2, target.shape[1] // 2
+            index[1] = torch.cat([torch.arange(half_old), half_new + torch.arange(half_old)])
+        widening = target.detach().clone()
+        if input_dim is not None:  # old outputs read nothing from new inputs
+            rows = [slice(None)] * target.dim()
+            rows[1 - input_dim] = index[1 - input_dim]
+            widening[tuple(rows)] = 0.0
+        widening[torch.meshgrid(*index, indexing="ij")] = old.to(widening.dtype)
+        state[key] = widening
+        widened += 1
+    return state, widened
+
+
+def _function_preserved(narrow: nn.Module, wide: nn.Module, in_channels: int, levels: int) -> float:
+    """Largest |difference| of the two models' eval-mode logits on one random 3-slice study,
+    relative to the largest |logit| (at least 1): the GEMMs' sizes differ, so the rounding does,
+    and eight Lambda+ layers with BatchNorm queries are quadratic in their input."""
+    size = 2 ** (levels - 1) * 2
+    study = torch.Generator().manual_seed(0)
+    x = torch.rand(1, in_channels, 3, size, size, generator=study)
+    modes = narrow.training, wide.training
+    narrow.eval(), wide.eval()
+    try:
+        with torch.no_grad():
+            reference = narrow(x)
+            return float((reference - wide(x)).abs().max() / reference.abs().max().clamp(min=1.0))
+    finally:
+        narrow.train(modes[0]), wide.train(modes[1])
+
+
 def _without(block: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {key: value for key, value in block.items() if key not in keys}
 
@@ -171,6 +260,31 @@ def initialise_from_package(
             f"--init-weights: weights of {package.name} {package.version} ({package_dir}); "
             f"{', '.join(f'{key} {source_config.get(key)} → group' for key in converted)}: every weight copied, "
             f"{len(dropped)} BatchNorm statistics tensors dropped (the model's function changes: train it on)"
+        )
+
+    source_widths, target_widths = list(source_config.get("widths", ())), list(model_config.get("widths", ()))
+    if (
+        architecture["name"] == model_name == "lambda_unet"
+        and source_widths != target_widths
+        and _without(source_config, "widths") == _without(model_config, "widths")
+        and len(source_widths) == len(target_widths)
+        and all(a <= b for a, b in zip(source_widths, target_widths))
+    ):
+        if dict(package.manifest["preprocessing"]) != dict(preprocessing):
+            raise BadInputError(
+                package_dir,
+                f"--init-weights: the package's preprocessing {package.manifest['preprocessing']} differs from the run's "
+                f"{dict(preprocessing)}; widening keeps the package's preprocessing",
+            )
+        state, widened = widen_widths(package.model.state_dict(), model, source=package_dir)
+        model.load_state_dict(state)
+        difference = _function_preserved(package.model, model, int(source_config.get("in_channels", 2)), len(target_widths))
+        if not difference <= 1e-4:
+            raise BadInputError(package_dir, f"--init-weights: the widened model's logits differ from the package's by {difference:.3g} (relative); not training from it")
+        return (
+            f"--init-weights: weights of {package.name} {package.version} ({package_dir}); widths {source_widths} widened to "
+            f"{target_widths}: {widened} tensors widened, new channels read by old ones through zeros, so training starts as "
+            f"the package's model (largest relative logit difference {difference:.1e} on a random study)"
         )
 
     source_channels = list(package.manifest["preprocessing"].get("channels", ()))

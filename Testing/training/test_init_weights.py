@@ -135,3 +135,73 @@ def test_converting_refuses_to_drop_anything_but_running_statistics():
         drop_converted_statistics(source, {key: value for key, value in target.items() if key != "outc.weight"} | {"extra.weight": torch.zeros(1)})
     with pytest.raises(BadInputError, match="may only drop running statistics"):
         drop_converted_statistics({key: value for key, value in source.items() if key != "outc.bias"}, target)
+
+
+WIDER = {**SMALL_LAMBDA_UNET, "widths": [16, 24, 64]}
+
+
+# RMS queries, as every package since 2.0; with BatchNorm queries the eight quadratic Lambda+ layers
+# amplify the rounding of differently sized GEMMs (0.6 % here on randomly perturbed weights).
+@pytest.mark.parametrize("query_norm", ["rms"])
+def test_a_wider_lambda_unet_starts_as_the_package_model_and_learns_through_its_new_channels(tmp_path, query_norm):
+    narrow_config, wide_config = {**SMALL_LAMBDA_UNET, "query_norm": query_norm}, {**WIDER, "query_norm": query_norm}
+    untrained = save_untrained_package(tmp_path / "untrained", seed=5, config=narrow_config)
+    source = load_model_package(untrained).model
+    with torch.no_grad():  # non-trivial statistics and affines, so nothing is tested at its identity
+        for name, buffer in source.named_buffers():
+            if name.endswith("running_mean"):
+                buffer.normal_(0.0, 0.3)
+            elif name.endswith("running_var"):
+                buffer.uniform_(0.5, 2.0)
+        for name, parameter in source.named_parameters():
+            if parameter.dim() == 1:
+                parameter.add_(0.2 * torch.randn_like(parameter))
+    package_dir = save_model_package(source, read_manifest(untrained), tmp_path / "pkg")
+    torch.manual_seed(6)
+    wide = create_model("lambda_unet", **wide_config)
+
+    message = initialise_from_package(wide, package_dir, "lambda_unet", wide_config, DEFAULT_PREPROCESSING)
+
+    assert "widths [8, 16, 32] widened to [16, 24, 64]" in message and "training starts as the package's model" in message
+    narrow_state = source.state_dict()
+    for key, value in wide.state_dict().items():  # the package's tensors sit in the leading channels
+        if value.shape != narrow_state[key].shape and not (key.startswith("ups.") and key.endswith("conv.0.weight")):  # concatenations: below
+            torch.testing.assert_close(value[tuple(slice(0, n) for n in narrow_state[key].shape)], narrow_state[key], rtol=0, atol=0)
+    study = torch.rand(2, 2, 6, 32, 32)
+    for mode in ("eval", "train"):  # running statistics, then batch statistics
+        getattr(source, mode)(), getattr(wide, mode)()
+        with torch.no_grad():
+            torch.testing.assert_close(wide(study), source(study), rtol=1e-4, atol=1e-5)  # GEMM sizes change the rounding
+    wide.train()
+    loss = wide(study).sigmoid().mean()
+    loss.backward()
+    bridge = wide.inc[3].weight.grad  # the stem's second conv: old outputs reading new inputs
+    assert bridge[:8, 8:].abs().sum() > 0, "the zero bridge from the new channels must get a gradient"
+
+
+def test_the_decoder_concatenation_is_mapped_part_by_part(tmp_path):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=7)
+    narrow = load_model_package(package_dir).model.state_dict()["ups.1.conv.0.weight"]  # (8, 16 = [skip 8, up 8], 3, 3)
+    wide = create_model("lambda_unet", **WIDER)
+    initialise_from_package(wide, package_dir, "lambda_unet", WIDER, DEFAULT_PREPROCESSING)
+    weight = wide.state_dict()["ups.1.conv.0.weight"]  # (16, 32 = [skip 16, up 16], 3, 3)
+    torch.testing.assert_close(weight[:8, :8], narrow[:, :8], rtol=0, atol=0)
+    torch.testing.assert_close(weight[:8, 16:24], narrow[:, 8:], rtol=0, atol=0)
+    assert weight[:8, 8:16].abs().sum() == 0 and weight[:8, 24:].abs().sum() == 0
+    assert weight[8:].abs().sum() > 0  # new outputs keep their initialisation
+
+
+@pytest.mark.parametrize(
+    "config, preprocessing, message",
+    [
+        ({**SMALL_LAMBDA_UNET, "widths": [8, 16, 24]}, DEFAULT_PREPROCESSING, "only the same model"),
+        ({**WIDER, "value_dim": 4}, DEFAULT_PREPROCESSING, "only the same model"),
+        (WIDER, {**DEFAULT_PREPROCESSING, "in_plane_spacing_mm": 1.5}, "widening keeps the package's preprocessing"),
+    ],
+    ids=["narrower", "widths-and-more", "other-spacing"],
+)
+def test_widening_with_anything_else_changed_or_narrower_is_refused(tmp_path, config, preprocessing, message):
+    package_dir = save_untrained_package(tmp_path / "pkg", seed=8)
+    with pytest.raises(BadInputError, match=message) as refused:
+        initialise_from_package(create_model("lambda_unet", **config), package_dir, "lambda_unet", config, preprocessing)
+    assert str(package_dir) in str(refused.value)
