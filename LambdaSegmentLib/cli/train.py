@@ -25,7 +25,7 @@ from LambdaSegmentLib.cli import json_object
 from LambdaSegmentLib.errors import BadInputError
 
 # training.losses.LOSSES' names, spelled out so that building the parser imports no torch (a test keeps them equal)
-LOSS_NAMES = ("bce", "dice_bce", "blob_dice_bce")
+LOSS_NAMES = ("bce", "dice_bce", "tversky_bce", "blob_dice_bce")
 SOFT_TARGET_LOSS_NAMES = ("bce", "dice_bce")  # training.losses.SOFT_TARGET_LOSSES, spelled out as LOSS_NAMES is
 
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--model-config", type=json_object, default={}, metavar="JSON", help='model keyword arguments, e.g. \'{"widths": [16, 32, 64, 128, 256]}\'')
     model.add_argument("--preprocessing", type=json_object, default=None, metavar="JSON", help="manifest preprocessing block (default: [eADC, DWI], 2 mm in-plane)")
     model.add_argument("--loss", choices=LOSS_NAMES, default="bce",
-                       help="bce (the paper's), dice_bce (+ soft Dice) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
+                       help="bce (the paper's), dice_bce (+ soft Dice), tversky_bce (+ soft Tversky at alpha 0.3, beta 0.7: a missed voxel weighs more than a false one) or blob_dice_bce (+ a per-lesion term: every small lesion counts)")
     model.add_argument("--freeze-batchnorm", nargs="*", default=None, metavar="NAME",
                        help="train with BatchNorms in eval mode: every one, or with names (as --freeze-modules, e.g. inc downs.0) "
                             "those inside these submodules; their running statistics (e.g. of the --init-weights package) "

@@ -32,6 +32,27 @@ def dice_bce_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return bce_loss(logits, target) + soft_dice_loss(logits, target)
 
 
+def soft_tversky_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 0.3, beta: float = 0.7,
+                      smooth: float = 1.0) -> torch.Tensor:
+    """1 − soft Tversky index of sigmoid(logits) over the whole batch (Salehi et al. 2017).
+
+    TI = (TP + s) / (TP + α FP + β FN + s) with soft counts; α = β = 0.5 is
+    :func:`soft_dice_loss` (at half its smoothing). β > α weighs a missed lesion voxel more than a false one, for a
+    model that finds a lesion's core and misses its fainter margin and the faint emboli (issue 13).
+    """
+    probability = logits.float().sigmoid()
+    target = target.float()
+    true_positive = (probability * target).sum()
+    false_positive = (probability * (1.0 - target)).sum()
+    false_negative = ((1.0 - probability) * target).sum()
+    return 1.0 - (true_positive + smooth) / (true_positive + alpha * false_positive + beta * false_negative + smooth)
+
+
+def tversky_bce_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """BCE + soft Tversky at α 0.3, β 0.7: :func:`dice_bce_loss` with misses weighed over false marks."""
+    return bce_loss(logits, target) + soft_tversky_loss(logits, target)
+
+
 def lesion_labels(target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each window's connected lesions, numbered across the whole batch.
 
@@ -91,13 +112,14 @@ def blob_dice_bce_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tens
     return dice_bce_loss(logits, target) + blob_loss(logits, target)
 
 
-LOSSES: dict[str, Loss] = {"bce": bce_loss, "dice_bce": dice_bce_loss, "blob_dice_bce": blob_dice_bce_loss}
+LOSSES: dict[str, Loss] = {"bce": bce_loss, "dice_bce": dice_bce_loss, "tversky_bce": tversky_bce_loss,
+                           "blob_dice_bce": blob_dice_bce_loss}
 # the losses defined for a probability (not only {0, 1}) as target: distillation's (training.distillation)
 SOFT_TARGET_LOSSES = ("bce", "dice_bce")
 
 
 def make_loss(name: str) -> Loss:
-    """The loss registered as ``name`` ("bce", the paper's, "dice_bce" or "blob_dice_bce")."""
+    """The loss registered as ``name`` ("bce", the paper's, "dice_bce", "tversky_bce" or "blob_dice_bce")."""
     try:
         return LOSSES[name]
     except KeyError:

@@ -64,7 +64,7 @@ class SegmentationModule(L.LightningModule):
     Args:
         model_name: a name from :func:`LambdaSegmentLib.models.available_models`.
         model_config: keyword arguments of the model (e.g. ``{"widths": [16, 32, 64, 128, 256]}``).
-        loss: a name of ``training.losses.LOSSES``: "bce" (the paper's), "dice_bce" or "blob_dice_bce".
+        loss: a name of ``training.losses.LOSSES``: "bce" (the paper's), "dice_bce", "tversky_bce" or "blob_dice_bce".
         learning_rate: base learning rate (1e-4).
         momentum, weight_decay: RMSprop's (0.9, 1e-8).
         constant_epochs, decay_end_epoch: lr constant for the first ``constant_epochs``,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from LambdaSegmentLib.training import SegmentationModule, make_loss, recipe
-from LambdaSegmentLib.training.losses import bce_loss, dice_bce_loss
+from LambdaSegmentLib.training.losses import bce_loss, dice_bce_loss, soft_dice_loss, soft_tversky_loss, tversky_bce_loss
 
 from lambdasegment_training_helpers import TINY_MODEL
 
@@ -42,6 +42,27 @@ def test_bce_is_the_default_and_dice_bce_adds_a_soft_dice_term() -> None:
     assert bce_loss is make_loss("bce")
     with pytest.raises(ValueError, match="unknown loss"):
         make_loss("focal")
+
+
+def test_tversky_is_soft_dice_at_equal_weights_and_weighs_a_miss_over_a_false_mark() -> None:
+    logits = torch.tensor([[-2.0, 3.0], [0.5, -1.0]]).reshape(1, 1, 1, 2, 2)
+    target = torch.tensor([[0.0, 1.0], [1.0, 0.0]]).reshape(1, 1, 1, 2, 2)
+    # (TP + s/2) / (TP + FP/2 + FN/2 + s/2) is (2 TP + s) / (2 TP + FP + FN + s)
+    assert soft_tversky_loss(logits, target, 0.5, 0.5, smooth=0.5) == pytest.approx(float(soft_dice_loss(logits, target)))
+    # one lesion of 20 voxels in 100: missing 5 of them costs more than marking 5 extra
+    target = torch.zeros(1, 1, 1, 10, 10)
+    target[..., :2, :] = 1.0
+    missed, extra = target.clone(), target.clone()
+    missed[..., 0, :5] = 0.0
+    extra[..., 2, :5] = 1.0
+    as_logits = lambda mask: (mask * 2.0 - 1.0) * 20.0  # noqa: E731 - a near-binary prediction
+    tversky_ratio = soft_tversky_loss(as_logits(missed), target) / soft_tversky_loss(as_logits(extra), target)
+    dice_ratio = soft_dice_loss(as_logits(missed), target) / soft_dice_loss(as_logits(extra), target)
+    assert float(tversky_ratio) == pytest.approx((1 - 16 / 19.5) / (1 - 21 / 22.5), rel=1e-4)  # TP 15, FN 5 against TP 20, FP 5
+    assert float(tversky_ratio) > 2.0 * float(dice_ratio)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(as_logits(missed), target)
+    assert make_loss("tversky_bce") is tversky_bce_loss
+    assert tversky_bce_loss(as_logits(missed), target) == pytest.approx(float(bce + soft_tversky_loss(as_logits(missed), target)))
 
 
 def test_any_registry_model_can_be_trained_by_name() -> None:
