@@ -167,7 +167,7 @@ class Prepared:
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
-    _components: dict[tuple[bool, float, float | None, float, float | None], Components] | None = None
+    _components: dict[tuple[bool, float, float | None, float, float | None, bool], Components] | None = None
     _searched: dict[float, np.ndarray] | None = None
 
     def contralateral(self, search_mm: float) -> np.ndarray:
@@ -178,9 +178,10 @@ class Prepared:
         return self._searched[search_mm]
 
     def components(self, threshold: float, flips: bool = False, search_mm: float = 0.0,
-                   grow_threshold: float | None = None, bilateral_mm: float | None = None) -> Components:
+                   grow_threshold: float | None = None, bilateral_mm: float | None = None,
+                   bilateral_total: bool = False) -> Components:
         self._components = self._components or {}
-        key = (flips, threshold, grow_threshold, search_mm, bilateral_mm)
+        key = (flips, threshold, grow_threshold, search_mm, bilateral_mm, bilateral_total)
         if key not in self._components:
             if flips and self.flipped_probability is None:
                 raise ValueError(f"{self.name}: prepared without the test-time flips")
@@ -197,7 +198,7 @@ class Prepared:
             if bilateral_mm is not None:
                 components = self._components[key]
                 self._components[key] = with_bilateral(components, self.registration.mirrored_labels(components.labels),
-                                                       self.study.dwi, bilateral_mm)
+                                                       self.study.dwi, bilateral_mm, total=bilateral_total)
         return self._components[key]
 
     def components_for(self, settings: PostProcessing) -> Components:
@@ -205,7 +206,7 @@ class Prepared:
         # the search radius only changes what the contralateral checks see
         search_mm = settings.contralateral_search_mm if settings.needs_contralateral else 0.0
         return self.components(settings.threshold, settings.test_time_flips, search_mm, settings.grow_threshold,
-                               settings.bilateral_partner_mm)
+                               settings.bilateral_partner_mm, settings.bilateral_partner_total)
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
         """As :func:`~LambdaSegmentLib.inference.postprocess.postprocess` cuts it: the kept
@@ -371,13 +372,15 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 
 
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
-                       bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,)) -> list[PostProcessing]:
+                       bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
+                       bilateral_total: bool = False) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
     bilateral step on at that radius in every setting, searched or not; wherever the step is on,
     each of ``bilateral_fractions`` in turn is the smallest partner that counts
     (``PostProcessing.bilateral_partner_fraction``: the search chooses among them, the first
-    winning a tie)."""
+    winning a tie), and ``bilateral_total`` counts the partners together
+    (``PostProcessing.bilateral_partner_total``, fixed, not searched)."""
     grid = {**GRID, "threshold": tuple(thresholds)}
     if bilateral_mm is not None:
         grid["bilateral"] = (bilateral_mm,)
@@ -388,6 +391,7 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
+                           bilateral_partner_total=bilateral_total and b is not None,
                            edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
                            margin_lesion_fraction=q, margin_mirror_ratio=w)
             for t, s, e, c, r, f, g, a, b, k, m, q, w in itertools.product(*axes)
@@ -415,7 +419,8 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
-           bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,)) -> tuple[PostProcessing, float]:
+           bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
+           bilateral_total: bool = False) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -423,7 +428,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions):
+    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions, bilateral_total):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -504,6 +509,10 @@ def main() -> None:
                         help="wherever the bilateral step is on, only a partner holding at least this share of a "
                              "lesion's voxels counts (postprocess.PostProcessing.bilateral_partner_fraction; default 0: "
                              "any); several values: the search chooses, the first winning a tie")
+    parser.add_argument("--bilateral-partner-total", action="store_true",
+                        help="wherever the bilateral step is on, count a lesion's mirror partners together (their "
+                             "summed voxels) instead of the largest alone (postprocess.PostProcessing."
+                             "bilateral_partner_total; issue 13's rule 128)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -535,7 +544,8 @@ def main() -> None:
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
-             args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large)
+             args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large,
+             args.bilateral_partner_total)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -552,6 +562,7 @@ def main() -> None:
                                "steps": args.steps, "thresholds": args.thresholds, "objective_per_study": args.objective,
                                "bilateral_partner_mm": args.bilateral_partner_mm,
                                "bilateral_partner_fraction": args.bilateral_partner_fraction,
+                               "bilateral_partner_total": args.bilateral_partner_total,
                                "validation_large": args.validation_large,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
@@ -574,7 +585,8 @@ def main() -> None:
             validation = [prepare(name, study, truth, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for name, study, truth in search_studies]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
-                                         args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction))
+                                         args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
+                                         args.bilateral_partner_total)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -621,7 +633,8 @@ def main() -> None:
 
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
-         bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0) -> None:
+         bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0,
+         bilateral_total: bool = False) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
     ``large``: ``--validation-large``) and write it into its manifest."""
@@ -632,7 +645,8 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
            for case in CASES for thick in (False, True)]
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
                   for name, study, truth in validation_studies(extra_ranges, large)]
-    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions)
+    settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions,
+                                 bilateral_total)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -642,6 +656,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
                    + (f" --bilateral-partner-mm {bilateral_mm:g}" if bilateral_mm is not None else "")
                    + (f" --bilateral-partner-fraction {' '.join(f'{f:g}' for f in bilateral_fractions)}"
                       if tuple(bilateral_fractions) != (0.0,) else "")
+                   + (" --bilateral-partner-total" if bilateral_total else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
                    + (f" --validation-large {large}" if large else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],

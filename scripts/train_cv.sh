@@ -211,6 +211,8 @@ BILATERAL_MM=${BILATERAL_MM:-}
 # whole-territory infarcts to the search's validation studies (--validation-large; rule 83).
 BILATERAL_FRACTION=${BILATERAL_FRACTION:-}
 [[ -n $BILATERAL_FRACTION ]] && STEPS+=(--bilateral-partner-fraction $BILATERAL_FRACTION)  # several: searched
+# BILATERAL_TOTAL=1 counts a lesion's mirror partners together (--bilateral-partner-total; rule 128).
+[[ ${BILATERAL_TOTAL:-0} == 1 ]] && STEPS+=(--bilateral-partner-total)
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 

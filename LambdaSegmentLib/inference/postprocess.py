@@ -31,7 +31,11 @@ new faint component appears). Steps, in order, on those components:
    only a partner of comparable size counts: one holding at least that share of the
    component's voxels. A whole-territory infarct's mirror region is large, and a speck of the
    model's in it would otherwise make the infarct one of a "pair" (issue 13's rule 83); the
-   speck itself, whose partner is the infarct, is still dropped.
+   speck itself, whose partner is the infarct, is still dropped. With
+   ``bilateral_partner_total`` the partners count together: the share is the summed voxels of
+   every partner, not the largest one's. The model often marks one side's rim as one component
+   and the other side's as several smaller pieces; counted one at a time, no piece reaches half
+   of the whole and the larger mark stays (issue 13's rule 128).
 5. ``max_relative_adc``: a component is kept only if its median ADC is at most this many
    times the brain's median ADC (:func:`relative_adc`). Acute ischaemia restricts diffusion;
    a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
@@ -100,6 +104,8 @@ class PostProcessing:
             it (None = off).
         bilateral_partner_fraction: the smallest partner that counts for the bilateral check, as
             a share of the component's own voxels (0 = any partner; 0.5 = at least half its size).
+        bilateral_partner_total: the bilateral check's share counts every partner's voxels
+            together instead of the largest partner's alone.
         margin_dwi_ratio: the smallest DWI / the brain's median DWI of the tissue within
             :data:`MARGIN_REACH_MM` of a kept lesion that joins it (None = off).
         margin_lesion_fraction: with the margin step, the smallest share of a lesion's own excess
@@ -120,6 +126,7 @@ class PostProcessing:
     max_relative_adc: float | None = None
     bilateral_partner_mm: float | None = None
     bilateral_partner_fraction: float = 0.0
+    bilateral_partner_total: bool = False
     margin_dwi_ratio: float | None = None
     margin_lesion_fraction: float | None = None
     margin_mirror_ratio: float | None = None
@@ -132,6 +139,10 @@ class PostProcessing:
                              f"not {self.bilateral_partner_fraction}")
         if self.bilateral_partner_fraction > 0.0 and self.bilateral_partner_mm is None:
             raise ValueError("bilateral_partner_fraction is set but the bilateral check is off: give bilateral_partner_mm too")
+        if not isinstance(self.bilateral_partner_total, bool):
+            raise ValueError(f"bilateral_partner_total must be true or false, not {self.bilateral_partner_total!r}")
+        if self.bilateral_partner_total and self.bilateral_partner_mm is None:
+            raise ValueError("bilateral_partner_total is set but the bilateral check is off: give bilateral_partner_mm too")
         check_ratio_of_step("edge_keep_ratio", self.edge_keep_ratio, "edge check", "min_edge_depth_mm", self.min_edge_depth_mm)
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
@@ -208,9 +219,10 @@ class Components:
         edge_depth_mm: (n,) median depth of each component below the brain edge.
         contralateral_ratio: (n,) mean DWI / mean contralateral DWI (nan when not computed).
         relative_adc: (n,) median ADC / the brain's median ADC (nan when not computed).
-        bilateral: (n,) float, the largest mirror partner's voxels as a share of the component's
-            own (0 = no partner; :func:`bilateral_partners`), and the radius it was sought within
-            (mm); None when not computed.
+        bilateral: (n,) float, the largest mirror partner's voxels (or, when the third item is
+            true, all partners' voxels together) as a share of the component's own (0 = no
+            partner; :func:`bilateral_partners`), the radius they were sought within (mm), and
+            whether the partners were counted together; None when not computed.
     """
 
     labels: np.ndarray
@@ -218,7 +230,7 @@ class Components:
     edge_depth_mm: np.ndarray
     contralateral_ratio: np.ndarray
     relative_adc: np.ndarray
-    bilateral: tuple[np.ndarray, float] | None = None
+    bilateral: tuple[np.ndarray, float, bool] | None = None
 
     def keep(self, settings: PostProcessing) -> np.ndarray:
         """(n,) bool: which components pass every enabled check."""
@@ -240,6 +252,9 @@ class Components:
             if self.bilateral is None or self.bilateral[1] != settings.bilateral_partner_mm:
                 raise ValueError(f"bilateral_partner_mm is {settings.bilateral_partner_mm} but the components' partners "
                                  f"were sought {'not at all' if self.bilateral is None else f'within {self.bilateral[1]} mm'}")
+            if self.bilateral[2] != settings.bilateral_partner_total:
+                raise ValueError(f"bilateral_partner_total is {settings.bilateral_partner_total} but the components' "
+                                 f"partners were counted {'together' if self.bilateral[2] else 'one at a time'}")
             share = self.bilateral[0]
             keep &= ~((share > 0.0) & (share >= settings.bilateral_partner_fraction))
         return keep
@@ -444,10 +459,11 @@ def find_components(
     return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median)
 
 
-def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int]) -> np.ndarray:
+def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int], *,
+                       total: bool = False) -> np.ndarray:
     """(n,) float64: each component's largest mirror partner's voxel count as a share of its own
-    (0 = none). A partner is another component at the contralateral partner of a voxel within
-    ``radius_voxels`` of the component.
+    (0 = none), or with ``total`` all its partners' voxel counts summed. A partner is another
+    component at the contralateral partner of a voxel within ``radius_voxels`` of the component.
 
     Args:
         labels: int (nk, nj, ni), 0 = background, 1..n the components.
@@ -475,7 +491,7 @@ def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: 
         partners = np.unique(mirrored[grown][near])
         partners = partners[(partners != 0) & (partners != index)]
         if partners.size:
-            found[index - 1] = sizes[partners].max() / sizes[index]
+            found[index - 1] = (sizes[partners].sum() if total else sizes[partners].max()) / sizes[index]
     return found
 
 
@@ -494,8 +510,10 @@ def partner_radius_voxels(volume: Volume, radius_mm: float) -> tuple[int, int, i
     return (k, j, i)
 
 
-def with_bilateral(components: Components, mirrored_labels: np.ndarray, volume: Volume, radius_mm: float) -> Components:
-    """``components`` with their mirror partners sought within ``radius_mm`` in-plane.
+def with_bilateral(components: Components, mirrored_labels: np.ndarray, volume: Volume, radius_mm: float, *,
+                   total: bool = False) -> Components:
+    """``components`` with their mirror partners sought within ``radius_mm`` in-plane (with
+    ``total``, counted together: ``PostProcessing.bilateral_partner_total``).
 
     Args:
         components: :func:`find_components`'s result.
@@ -503,8 +521,8 @@ def with_bilateral(components: Components, mirrored_labels: np.ndarray, volume: 
             (``ContralateralRegistration.mirrored_labels``).
         volume: the study's grid (spacing and slice axis).
     """
-    found = bilateral_partners(components.labels, mirrored_labels, partner_radius_voxels(volume, radius_mm))
-    return replace(components, bilateral=(found, float(radius_mm)))
+    found = bilateral_partners(components.labels, mirrored_labels, partner_radius_voxels(volume, radius_mm), total=total)
+    return replace(components, bilateral=(found, float(radius_mm), total))
 
 
 def keep_seeded_components(probability: np.ndarray, threshold: float, brain: np.ndarray, seed: np.ndarray) -> np.ndarray:
@@ -565,7 +583,8 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
     if settings.bilateral_partner_mm is not None:
         mirrored = (registration.mirrored_labels(components.labels) if registration is not None
                     else np.zeros_like(components.labels))
-        components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm)
+        components = with_bilateral(components, mirrored, probability, settings.bilateral_partner_mm,
+                                    total=settings.bilateral_partner_total)
     mask = components.mask(settings)
     if settings.margin_dwi_ratio is not None and brain.any():
         mask = apply_margin(mask, settings, relative_dwi(np.asarray(dwi.array), brain), brain, probability.spacing_mm,

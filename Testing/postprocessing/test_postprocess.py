@@ -162,6 +162,37 @@ def test_bilateral_partners_give_the_largest_partner_s_size_as_a_share_of_the_co
     mirrored[0, 5, 5] = 3  # ... and component 3, the larger of the two
     mirrored[0, 8, 8] = 1  # component 2's holds component 1
     assert bilateral_partners(labels, mirrored, (0, 0, 0)).tolist() == [4 / 36, 36.0, 0.0]
+    # rule 128: counted together, component 1's two partners hold 5 of its 36 voxels
+    assert bilateral_partners(labels, mirrored, (0, 0, 0), total=True).tolist() == [5 / 36, 36.0, 0.0]
+
+
+@pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(15.0)], ids=["axial", "oblique"])
+def test_partners_counted_together_drop_a_mark_whose_mirror_is_marked_in_pieces(direction: np.ndarray) -> None:
+    """Rule 128: a mark on one side whose mirror region is marked as two separate pieces, each
+    under half its size but together over half, is a pair when the partners count together, and
+    stays when only the largest piece counts; a one-sided lesion with one speck in its mirror
+    region stays either way."""
+    dwi, brain, _ = head(direction)
+    x, y, z = centred_lps(dwi, brain.shape)
+    mark = (np.abs(x - 20.0) <= 4.0) & (np.abs(y + 20.0) <= 8.0) & (np.abs(z) <= 4.0) & brain  # one block
+    pieces = (np.abs(x + 20.0) <= 4.0) & (np.abs(np.abs(y + 20.0) - 5.5) <= 2.5) & (np.abs(z) <= 4.0) & brain  # two
+    lesion = ((x - 15.0) ** 2 + (y - 15.0) ** 2 + z**2 <= 10.0**2) & brain
+    speck = ((x + 15.0) ** 2 + (y - 15.0) ** 2 + z**2 <= 3.0**2) & brain
+    assert ndimage.label(pieces)[1] == 2 and 0.5 * mark.sum() < pieces.sum() < mark.sum()
+    probability = dwi.with_array((mark | pieces | lesion | speck).astype(np.float32))
+    settings = dict(bilateral_partner_mm=4.0, bilateral_partner_fraction=0.5)
+    largest = np.asarray(postprocess(probability, dwi, brain, PostProcessing(**settings)).array) != 0
+    together = np.asarray(postprocess(probability, dwi, brain,
+                                      PostProcessing(**settings, bilateral_partner_total=True)).array) != 0
+    assert largest[mark].all() and not largest[pieces].any()
+    assert not together[mark].any() and not together[pieces].any()
+    assert largest[lesion].all() and together[lesion].all() and not together[speck].any()
+    assert PostProcessing.from_manifest(
+        {"postprocessing": {"bilateral_partner_mm": 4.0, "bilateral_partner_total": True}}).bilateral_partner_total
+    with pytest.raises(ValueError, match="give bilateral_partner_mm too"):
+        PostProcessing(bilateral_partner_total=True)
+    with pytest.raises(ValueError, match="must be true or false"):
+        PostProcessing(bilateral_partner_mm=4.0, bilateral_partner_total="yes")
 
 
 @pytest.mark.parametrize("direction", [np.eye(3), oblique_direction(15.0)], ids=["axial", "oblique"])
@@ -281,8 +312,8 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "edge_keep_ratio": 1.5, "contralateral_ratio": 1.2,
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
-             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "margin_dwi_ratio": 1.4,
-             "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2}
+             "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "bilateral_partner_total": False,
+             "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
