@@ -22,6 +22,8 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
   voxels (``postprocess.bilateral_partners``; 0 = none);
 - ``partner_share_across``: the same within 4 mm in-plane and one slice either way: whether a
   partner the in-plane search misses lies on the neighbouring slice of the registered mirror;
+- ``partner_share_total``: all its partners within 4 mm in-plane counted together
+  (``bilateral_partners(total=True)``, ``PostProcessing.bilateral_partner_total``; rule 128);
 - ``elongation``: on its largest slice, the ratio of its in-plane principal axes (mm; None under 3 voxels);
 - ``csf_mm``: median distance (mm) to the nearest brain voxel whose ADC is at least 2.5 × the
   brain's median (ventricles, temporal horns, sulci).
@@ -118,7 +120,9 @@ def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: f
     labels = components.labels
     # the in-plane radius, and one slice either way along the slice axis (its radius is the 0)
     radius = tuple(r if r else 1 for r in partner_radius_voxels(study.dwi, PARTNER_MM))
-    across = bilateral_partners(labels, prepared.registration.mirrored_labels(labels), radius)
+    mirrored = prepared.registration.mirrored_labels(labels)
+    across = bilateral_partners(labels, mirrored, radius)
+    together = bilateral_partners(labels, mirrored, partner_radius_voxels(study.dwi, PARTNER_MM), total=True)
     spacing_kji = tuple(reversed(study.dwi.spacing_mm))
     near, far = (in_plane_ball(prepared, mm) for mm in RING_MM)
     tissue = prepared.brain & (labels == 0) & ~prepared.truth
@@ -143,6 +147,7 @@ def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: f
             "contralateral": round(float(components.contralateral_ratio[index - 1]), 2),
             "partner_share": round(float(components.bilateral[0][index - 1]), 3),
             "partner_share_across": round(float(across[index - 1]), 3),
+            "partner_share_total": round(float(together[index - 1]), 3),
             "elongation": elongation(component, spacing_kji),
             "csf_mm": round(float(np.median(to_csf[pad][component])), 1),
         })
