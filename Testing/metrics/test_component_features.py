@@ -39,6 +39,7 @@ def test_each_component_s_kind_ring_contrast_partner_share_and_shape(script) -> 
     mirrored[3, 20, 5] = partner  # the mark's mirror region holds the partner, and the partner's the mark
     mirrored[3, 25, 20] = mark
     mirrored[2, 10, 20] = labels[2, 15, 20]  # the off-slice mark's mirror region, one slice up, holds its partner
+    mirrored[3, 20, 14] = labels[2, 15, 20]  # the mark's mirror region also holds that 6-voxel piece
     study = SimpleNamespace(dwi=volume(dwi), adc=volume(adc))
     prepared = SimpleNamespace(
         study=study, brain=brain, truth=truth, depth_mm=np.full(shape, 20.0), adc_ratio=relative_adc(adc, brain),
@@ -49,6 +50,8 @@ def test_each_component_s_kind_ring_contrast_partner_share_and_shape(script) -> 
     assert (lesion["kind"], elongated["kind"], small["kind"]) == ("lesion", "false", "false")
     assert lesion["ring_dwi"] == 2.0 and lesion["ring_adc"] == 1.0 and lesion["partner_share"] == 0.0
     assert elongated["partner_share"] == 0.5 and small["partner_share"] == 2.0
+    # rule 128: the mark's two partners together hold (10 + 6) / 20 of its voxels
+    assert elongated["partner_share_total"] == 0.8 and small["partner_share_total"] == 2.0
     # one slice either way finds what the in-plane search finds, and the partner one slice off
     assert elongated["partner_share_across"] == 0.5 and small["partner_share_across"] == 2.0
     off_slice = rows[4]
