@@ -118,11 +118,11 @@ def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: f
     dwi, adc = relative_dwi_and_adc(prepared)
     components = prepared.components(threshold, bilateral_mm=PARTNER_MM)
     labels = components.labels
-    # the in-plane radius, and one slice either way along the slice axis (its radius is the 0)
-    radius = tuple(r if r else 1 for r in partner_radius_voxels(study.dwi, PARTNER_MM))
+    in_plane = partner_radius_voxels(study.dwi, PARTNER_MM)
     mirrored = prepared.registration.mirrored_labels(labels)
-    across = bilateral_partners(labels, mirrored, radius)
-    together = bilateral_partners(labels, mirrored, partner_radius_voxels(study.dwi, PARTNER_MM), total=True)
+    # the in-plane radius, and one slice either way along the slice axis (its radius is the 0)
+    across = bilateral_partners(labels, mirrored, tuple(r if r else 1 for r in in_plane))
+    together = bilateral_partners(labels, mirrored, in_plane, total=True)
     spacing_kji = tuple(reversed(study.dwi.spacing_mm))
     near, far = (in_plane_ball(prepared, mm) for mm in RING_MM)
     tissue = prepared.brain & (labels == 0) & ~prepared.truth

@@ -80,10 +80,10 @@ def settings(post: dict) -> str:
         parts.append(f"ADC ≤ {post['max_relative_adc']:g} × brain")
     if post.get("bilateral_partner_mm") is not None:
         fraction = post.get("bilateral_partner_fraction") or 0.0
-        together = post.get("bilateral_partner_total", False)  # rule 128: the partners' voxels summed
-        parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm"
-                     + (f", {'partners together' if together else 'partner'} ≥ {fraction:g} × its size)" if fraction
-                        else (", partners together)" if together else ")")))
+        together = bool(post.get("bilateral_partner_total"))  # rule 128: the partners' voxels summed
+        detail = (f", {'partners together' if together else 'partner'} ≥ {fraction:g} × its size" if fraction
+                  else ", partners together" if together else "")
+        parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm{detail})")
     if post.get("margin_dwi_ratio") is not None:
         parts.append(f"margin ≥ {post['margin_dwi_ratio']:g} × DWI"
                      + (f" and {post['margin_lesion_fraction']:g} of the lesion's" if post.get("margin_lesion_fraction") else "")
