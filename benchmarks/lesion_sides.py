@@ -51,8 +51,8 @@ def side_of(centroid_lps: np.ndarray, registration: ContralateralRegistration) -
     if registration.mirror is None or registration.fitted is None:
         raise ValueError("an empty brain has no midline")
     point = tuple(float(v) for v in centroid_lps)
-    partner = np.asarray(registration.mirror.TransformPoint(registration.fitted.TransformPoint(point)))
-    offset = float(np.asarray(point)[0] - partner[0])  # LPS x: + towards the patient's left
+    partner = registration.mirror.TransformPoint(registration.fitted.TransformPoint(point))
+    offset = point[0] - partner[0]  # LPS x: + towards the patient's left
     if abs(offset) < MIDLINE_MM:
         return "midline"
     return "left" if offset > 0 else "right"
@@ -95,19 +95,16 @@ def main() -> None:
     results: dict[str, Any] = {"midline_mm": MIDLINE_MM, "threshold": THRESHOLD, "cases": {}}
     for case in CASES:
         study, truth = load_real(case, False)
-        entry: dict[str, Any] = {}
-        for directory in packages.get(case, [None]):
-            if directory is None:  # the product's default mask: a skull-stripped study's nonzero DWI
-                brain = brain_mask(study.dwi, foreground=study.foreground)
-                entry["expert"] = sides(truth, study.dwi, register_contralateral(study.dwi, brain))
-                continue
+        # the expert's sides against the product's default mask (a skull-stripped study's nonzero DWI);
+        # each package's reach against the registration its own segmentation used
+        brain = brain_mask(study.dwi, foreground=study.foreground)
+        entry: dict[str, Any] = {"expert": sides(truth, study.dwi, register_contralateral(study.dwi, brain))}
+        for directory in packages.get(case, []):
             package = fold_package(directory)
             if case in real_cases_used(package):
                 raise SystemExit(f"lesion_sides: {directory} trained on {case}; it is not held out there")
             prepared = prepare(case, study, truth, package, regions=False)
             entry[directory] = sides(truth, study.dwi, prepared.registration, prepared.probability)
-            entry.setdefault("expert", {side: {k: v for k, v in counts.items() if k != "reached"}
-                                        for side, counts in entry[directory].items()})
         results["cases"][case] = entry
         print(case, json.dumps(entry), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)

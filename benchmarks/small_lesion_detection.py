@@ -28,8 +28,8 @@ With ``--blur SIGMA ...`` every synthetic and real study is scored once per σ g
 in-plane by a Gaussian of that σ (voxels of the study's grid; 0, the default, = as is), the
 point-spread function of a blurrier acquisition: the b0 and b1000 signals are blurred within
 the brain (a normalised convolution, so the zero background does not darken the edge) and the
-ADC is recomputed from them, as the generator's own PSF acts. Entries of a σ other than 0 carry ``@blur<σ>`` in their
-key. It asks how much of a network's detection of small lesions hangs on their sharpness
+ADC is recomputed from them, as the generator's own PSF acts. Entries of a σ other than 0 carry
+``@blur<σ>`` in their key. It asks how much of a network's detection of small lesions hangs on their sharpness
 (issue 13's rule 129: at the same size and contrast the networks answer real lesions far lower
 than synthetic ones, and real images are no sharper than the generator's).
 """
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import ndimage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -53,6 +54,7 @@ from real_scan_cv import CASES, ISLES, fold_package, load_real, prepare, real_ca
 
 from LambdaSegmentLib.io import Study, load_study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+from LambdaSegmentLib.metrics.thick_slices import s0_signal  # noqa: E402
 from LambdaSegmentLib.preprocessing import find_slice_axis  # noqa: E402
 
 SEEDS = range(33_000_000, 33_000_008)
@@ -87,16 +89,12 @@ def injected_studies(case: str, faint: bool) -> Iterator[tuple[str, Study, np.nd
 
 def blurred(study: Study, sigma_voxels: float) -> Study:
     """``study`` as acquired with an in-plane Gaussian PSF of ``sigma_voxels`` (its grid's voxels):
-    S0 = DWI / eADC and the DWI blurred within the brain (nonzero DWI and eADC: the studies here are
-    skull-stripped), the ADC recomputed by
-    ``load_study``; the study itself at 0."""
+    S0 and the DWI blurred within the brain (nonzero DWI and eADC: the studies here are
+    skull-stripped), the ADC recomputed by ``load_study``; the study itself at 0."""
     if sigma_voxels == 0:
         return study
-    from scipy import ndimage
-
-    eadc = np.asarray(study.eadc.array, dtype=np.float64)
     dwi = np.asarray(study.dwi.array, dtype=np.float64)
-    brain = (dwi > 0) & (eadc > 0)
+    brain = (dwi > 0) & (np.asarray(study.eadc.array) > 0)
     slice_axis = 2 - find_slice_axis(study.dwi)  # ITK axis (i, j, k) -> array axis (k, j, i)
     sigma = tuple(0.0 if axis == slice_axis else sigma_voxels for axis in range(3))
     support = np.maximum(ndimage.gaussian_filter(brain.astype(np.float64), sigma), 1e-6)
@@ -104,8 +102,7 @@ def blurred(study: Study, sigma_voxels: float) -> Study:
     def blur(signal: np.ndarray) -> np.ndarray:
         return np.where(brain, ndimage.gaussian_filter(np.where(brain, signal, 0.0), sigma) / support, 0.0)
 
-    s0 = blur(np.where(brain, dwi / np.maximum(eadc, 1e-6), 0.0))
-    b1000 = blur(dwi)
+    s0, b1000 = blur(s0_signal(study)), blur(dwi)
     return load_study(b0=study.dwi.with_array(s0.astype(np.float32)), b1000=study.dwi.with_array(b1000.astype(np.float32)),
                       b_value=study.b_value)
 
@@ -168,6 +165,11 @@ def main() -> None:
     if args.blur != [0.0]:
         results["blur_sigma_voxels"] = args.blur
     real = {case: load_real(case, False) for case in CASES} if args.real and ISLES.is_dir() else {}
+    # each study blurred once per sigma, then scored by every package
+    blurred_synthetic = {sigma: [(name, blurred(study, sigma), truth) for name, study, truth in studies]
+                         for sigma in args.blur}
+    blurred_real = {sigma: {case: (blurred(study, sigma), truth) for case, (study, truth) in real.items()}
+                    for sigma in args.blur}
     if args.injected:
         results["injection"] = {"seed": INJECTION_SEED, "studies": INJECTED_STUDIES}
     # (case, faint) -> the injected studies, made once and scored by every package held out on the case
@@ -179,11 +181,11 @@ def main() -> None:
                                  "trained_on_real": real_cases_used(package)}
         for sigma in args.blur:
             suffix = f"@blur{sigma:g}" if sigma else ""
-            synthetic_rows = [row for name, study, truth in studies
-                              for row in lesion_rows(prepare(name, blurred(study, sigma), truth, package, regions=False))]
+            synthetic_rows = [row for name, study, truth in blurred_synthetic[sigma]
+                              for row in lesion_rows(prepare(name, study, truth, package, regions=False))]
             entry[f"synthetic_embolic{suffix}"] = {"lesions": len(synthetic_rows), "by_size": table(synthetic_rows)}
-            for case, (study, truth) in real.items():
-                rows = lesion_rows(prepare(case, blurred(study, sigma), truth, package, regions=False))
+            for case, (study, truth) in blurred_real[sigma].items():
+                rows = lesion_rows(prepare(case, study, truth, package, regions=False))
                 entry[f"real_{case}_native{suffix}"] = {"lesions": len(rows), "held_out": case not in entry["trained_on_real"],
                                                         "by_size": table(rows)}
         if args.injected and ISLES.is_dir():

@@ -43,6 +43,13 @@ def average_slabs(volume: Volume, slices_per_slab: int, slice_axis: int | None =
     return Volume(averaged, tuple(spacing), tuple(float(v) for v in origin), volume.direction)
 
 
+def s0_signal(study: Study) -> np.ndarray:
+    """float64 (nk, nj, ni): the study's b0 signal S0 = DWI / eADC, 0 where the eADC is 0."""
+    eadc = np.asarray(study.eadc.array, dtype=np.float64)
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    return np.where(eadc > 0, dwi / np.maximum(eadc, 1e-6), 0.0)
+
+
 def thick_slice_study(study: Study, truth: Volume, slices_per_slab: int = 3, slice_axis: int | None = None) -> tuple[Study, Volume]:
     """``study`` and its expert mask as a thick-slab acquisition (see the module docstring).
 
@@ -51,9 +58,7 @@ def thick_slice_study(study: Study, truth: Volume, slices_per_slab: int = 3, sli
     Returns the slab study (ADC/eADC recomputed from slab signals) and the majority mask (uint8).
     """
     axis = find_slice_axis(study.dwi) if slice_axis is None else slice_axis
-    eadc = np.asarray(study.eadc.array, dtype=np.float64)
-    dwi = np.asarray(study.dwi.array, dtype=np.float64)
-    s0 = np.where(eadc > 0, dwi / np.maximum(eadc, 1e-6), 0.0)
+    s0 = s0_signal(study)
     slab_b1000 = average_slabs(study.dwi, slices_per_slab, axis)
     slab_b0 = average_slabs(study.dwi.with_array(s0.astype(np.float32)), slices_per_slab, axis)
     slab_study = load_study(b0=slab_b0, b1000=slab_b1000, b_value=study.b_value)
