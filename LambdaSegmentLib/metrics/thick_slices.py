@@ -62,5 +62,11 @@ def thick_slice_study(study: Study, truth: Volume, slices_per_slab: int = 3, sli
     slab_b1000 = average_slabs(study.dwi, slices_per_slab, axis)
     slab_b0 = average_slabs(study.dwi.with_array(s0.astype(np.float32)), slices_per_slab, axis)
     slab_study = load_study(b0=slab_b0, b1000=slab_b1000, b_value=study.b_value)
-    slab_truth = average_slabs(truth.with_array((np.asarray(truth.array) != 0).astype(np.float32)), slices_per_slab, axis)
-    return slab_study, slab_truth.with_array((slab_truth.array >= 0.5).astype(np.uint8))
+    return slab_study, majority_slabs(truth, slices_per_slab, axis)
+
+
+def majority_slabs(mask: Volume, slices_per_slab: int, slice_axis: int) -> Volume:
+    """A mask's slabs (:func:`average_slabs` along the ITK axis ``slice_axis``), each voxel
+    labelled where the majority of its slices are (uint8): the thick slabs' reference."""
+    slabs = average_slabs(mask.with_array((np.asarray(mask.array) != 0).astype(np.float32)), slices_per_slab, slice_axis)
+    return slabs.with_array((slabs.array >= 0.5).astype(np.uint8))

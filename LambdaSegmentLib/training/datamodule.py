@@ -76,6 +76,10 @@ class SegmentationDataModule(L.LightningDataModule):
         elastic_probability: share of real-background windows bent by one smooth in-plane
             displacement field (``window_augmentation.elastic_warp``); needs
             ``real_backgrounds``; 0 = none (the windows as before).
+        real_lesion_window_probability: share of real-background windows cut around one of the
+            background's own expert lesions, each connected component as likely as any other
+            (``RealBackgroundWindows``' ``real_lesion_probability``); needs ``real_backgrounds``;
+            0 = none (the windows as before).
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class SegmentationDataModule(L.LightningDataModule):
         bright_field_probability: float = 0.0,
         bright_cortex_probability: float = 0.0,
         elastic_probability: float = 0.0,
+        real_lesion_window_probability: float = 0.0,
     ) -> None:
         super().__init__()
         for name, share, why in (("rim_window_probability", rim_window_probability, "the rims are those cases' own"),
@@ -113,7 +118,9 @@ class SegmentationDataModule(L.LightningDataModule):
                                   "the infarcts are injected into them"),
                                  ("bright_field_probability", bright_field_probability, "the fields brighten those cases' windows"),
                                  ("bright_cortex_probability", bright_cortex_probability, "their grey matter is brightened"),
-                                 ("elastic_probability", elastic_probability, "those cases' windows are bent")):
+                                 ("elastic_probability", elastic_probability, "those cases' windows are bent"),
+                                 ("real_lesion_window_probability", real_lesion_window_probability,
+                                  "the lesions are those cases' own")):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
             if share > 0 and not real_backgrounds:
@@ -157,6 +164,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.bright_field_probability = float(bright_field_probability)
         self.bright_cortex_probability = float(bright_cortex_probability)
         self.elastic_probability = float(elastic_probability)
+        self.real_lesion_window_probability = float(real_lesion_window_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -224,6 +232,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     bright_field_probability=self.bright_field_probability,
                     bright_cortex_probability=self.bright_cortex_probability,
                     elastic_probability=self.elastic_probability,
+                    real_lesion_probability=self.real_lesion_window_probability,
                     label_fraction=float(self.synthesis_ranges.get("label_fraction", DEFAULT_RANGES["label_fraction"])),  # as the generator labels
                     surface_pull=float(self.synthesis_ranges.get("lesion_surface_pull", DEFAULT_RANGES["lesion_surface_pull"])),  # as it draws
                 )
@@ -290,6 +299,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["bright_cortex_probability"] = self.bright_cortex_probability
             if self.elastic_probability > 0:
                 described["real_backgrounds"]["elastic_probability"] = self.elastic_probability
+            if self.real_lesion_window_probability > 0:
+                described["real_backgrounds"]["real_lesion_window_probability"] = self.real_lesion_window_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

@@ -9,7 +9,7 @@ block; the expert mask follows with ``PreparedInput.to_model_grid`` (nearest nei
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -43,9 +43,16 @@ class PreparedCase:
 
 def prepare_labelled(name: str, study: Study, mask: Volume, preprocessing: Mapping[str, Any]) -> PreparedCase:
     """A loaded study and its expert mask (on the DWI grid) → :class:`PreparedCase`."""
+    return prepare_with_masks(name, study, mask, (), preprocessing)[0]
+
+
+def prepare_with_masks(name: str, study: Study, mask: Volume, others: Sequence[Volume],
+                       preprocessing: Mapping[str, Any]) -> tuple[PreparedCase, list[np.ndarray]]:
+    """:func:`prepare_labelled`, and ``others`` (masks on the DWI grid, e.g. a part of the label)
+    brought onto the same model grid the same way: bool (t, h, w) each."""
     prepared = prepare_input(study, preprocessing)
-    target = prepared.to_model_grid(mask, interpolation="nearest")
-    return PreparedCase(name, prepared.channels, (np.asarray(target) > 0.5).astype(np.float32))
+    on_grid = [np.asarray(prepared.to_model_grid(m, interpolation="nearest")) > 0.5 for m in (mask, *others)]
+    return PreparedCase(name, prepared.channels, on_grid[0].astype(np.float32)), on_grid[1:]
 
 
 def load_labelled_case(case: LabelledCase, preprocessing: Mapping[str, Any]) -> PreparedCase:

@@ -28,6 +28,12 @@ own bright edge rims (:func:`bright_rim_voxels`: unlabelled voxels at least twic
 median DWI within 8 mm of the brain's edge in-plane), so the susceptibility and partial-volume
 rims of the real case are seen as negatives far more often than lesion-centred windows show
 them (issue 13, rule 81: those rims are what the folds mark on the other case). With
+``real_lesion_probability`` > 0 that share of windows is cut around one of the background's own
+expert lesions, each lesion (26-connected component of the expert mask on the model grid) as
+likely as any other whatever its size, where lesion-centred windows pick a labelled voxel. It
+changes less than that suggests: the recipe's windows already show 6-8 of the two real cases'
+expert lesions each, and the option raises that by 5-15 % at 0.3 and 20-35 % at 1.0
+(``benchmarks/real_lesion_window_exposure.py``, issue 13's diagnostic after rule 129). With
 ``faint_probability`` > 0 that share of studies writes its infarcts with the faint lesion
 signal (the synthesis's ``faint_*`` ranges, :func:`..synthesis.generator.faint_signal_ranges`:
 DWI 1.25-1.7x in the core, a short grading reach), as real embolic dots often are; the
@@ -63,11 +69,12 @@ from torch.utils.data import Dataset
 
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume
 from LambdaSegmentLib.io.units import eadc_from_adc
-from LambdaSegmentLib.metrics.thick_slices import thick_slice_study
+from LambdaSegmentLib.metrics.thick_slices import majority_slabs, thick_slice_study
+from LambdaSegmentLib.preprocessing import find_slice_axis
 
 from .augmentation import add_bright_field
 from .cases import LabelledCase
-from .prepared import PreparedCase, prepare_labelled
+from .prepared import PreparedCase, prepare_with_masks
 from .window_augmentation import DWI_MAX, elastic_warp
 from .windows import random_window, window_holding
 
@@ -94,6 +101,9 @@ BRIGHT_CORTEX_STREAM = 20261129
 #: The same for a window's elastic draw (whether, and its field): every other draw of the
 #: window, the bright field's included, stays as without it.
 ELASTIC_STREAM = 20261130
+#: The same for a window's real-lesion draw (whether, which real lesion, where in the window):
+#: every window that does not draw one stays as without the option.
+REAL_LESION_STREAM = 20261206
 #: The grey matter's S0 gain of a bright-cortex study, drawn uniformly: the two real cases'
 #: ribbon is no brighter than their deep tissue, where the generator's cortical S0 reaches 1.8 x
 #: white matter's (issue 13, rule 101).
@@ -274,6 +284,19 @@ def bright_rim_voxels(case: PreparedCase, *, dwi_channel: int, in_plane_spacing_
     return np.argwhere(rim)
 
 
+def real_lesion_voxels(real: np.ndarray) -> list[np.ndarray]:
+    """One int (n, 3) array of (slice, row, column) voxels per 26-connected component of the bool
+    (t, h, w) ``real`` (the background's expert lesions on the model grid), in label order."""
+    labels, count = ndimage.label(real, structure=np.ones((3, 3, 3), dtype=bool))
+    if count == 0:
+        return []
+    order = np.argsort(labels, axis=None, kind="stable")
+    flat = labels.ravel()[order]
+    starts = np.searchsorted(flat, np.arange(1, count + 2))
+    coordinates = np.stack(np.unravel_index(order, labels.shape), axis=1)
+    return [coordinates[starts[k]:starts[k + 1]] for k in range(count)]
+
+
 def whole_territory_studies(base_seed: int, epoch: int, studies: int, *, probability: float = 0.0,
                             per_epoch: int = 0) -> frozenset[int]:
     """Which of an epoch's ``studies`` real-background studies inject one whole-territory infarct.
@@ -317,7 +340,12 @@ class RealBackgroundWindows(Dataset):
     ``elastic_probability`` > 0 that share of windows is bent by
     :func:`.window_augmentation.elastic_warp` after ``augment`` and before the bright field
     (drawn from ``default_rng([base_seed, e, s, window, ELASTIC_STREAM])``); at 0 nothing is
-    drawn. Consecutive items share a study (a one-study cache), so keep it unshuffled.
+    drawn. With ``real_lesion_probability`` > 0 that share of windows (drawn, with the lesion and
+    the window's place around it, from ``default_rng([base_seed, e, s, window, REAL_LESION_STREAM])``)
+    holds a voxel of one of the background's expert lesions, the lesion drawn uniformly among its
+    26-connected components on the model grid (those left by a thick slab's majority); the rim and
+    lesion draws are then skipped, and at 0 nothing is drawn. Consecutive items share a study (a
+    one-study cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -345,6 +373,7 @@ class RealBackgroundWindows(Dataset):
         label_fraction: float = 0.5,
         elastic_probability: float = 0.0,
         surface_pull: float = 0.0,
+        real_lesion_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -352,7 +381,8 @@ class RealBackgroundWindows(Dataset):
                             ("whole_territory_probability", whole_territory_probability),
                             ("bright_field_probability", bright_field_probability),
                             ("bright_cortex_probability", bright_cortex_probability),
-                            ("elastic_probability", elastic_probability)):
+                            ("elastic_probability", elastic_probability),
+                            ("real_lesion_probability", real_lesion_probability)):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
         if not 0 <= whole_territory_per_epoch <= studies:
@@ -386,13 +416,14 @@ class RealBackgroundWindows(Dataset):
         self.bright_field_probability = float(bright_field_probability)
         self.bright_cortex_probability = float(bright_cortex_probability)
         self.elastic_probability = float(elastic_probability)
+        self.real_lesion_probability = float(real_lesion_probability)
         if not 0.0 < label_fraction <= 1.0:
             raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
         self.label_fraction = float(label_fraction)
         if surface_pull < 0.0:
             raise ValueError(f"surface_pull must be >= 0, got {surface_pull}")
         self.surface_pull = float(surface_pull)
-        self._cache: tuple[int, PreparedCase, np.ndarray | None] | None = None
+        self._cache: tuple[int, PreparedCase, np.ndarray | None, list[np.ndarray]] | None = None
 
     def __len__(self) -> int:
         return self.studies * self.windows_per_study
@@ -404,6 +435,12 @@ class RealBackgroundWindows(Dataset):
                                                 per_epoch=self.whole_territory_per_epoch)
 
     def make_study(self, study: int) -> PreparedCase:
+        """Study ``study`` of this epoch on the model grid (class docstring)."""
+        return self.make_study_with_real_lesions(study)[0]
+
+    def make_study_with_real_lesions(self, study: int) -> tuple[PreparedCase, np.ndarray]:
+        """(:meth:`make_study`'s case, bool (t, h, w): where its label is the background's own expert
+        lesions, on the same model grid: a thick study's slab majority of them)."""
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
         count = int(rng.choice(INJECTED_COUNTS))
@@ -418,21 +455,30 @@ class RealBackgroundWindows(Dataset):
             if cortex_rng.random() < self.bright_cortex_probability:
                 injected = brighten_grey_matter(background, injected, float(cortex_rng.uniform(*BRIGHT_CORTEX_GAIN)))
         mask = injected.dwi.with_array(label.astype(np.uint8))
+        real = injected.dwi.with_array(background.lesion.astype(np.uint8))
         if rng.random() < self.thick_probability:
+            real = majority_slabs(real, 3, find_slice_axis(injected.dwi))  # as thick_slice_study's reference
             injected, mask = thick_slice_study(injected, mask, 3)
-        return prepare_labelled(f"{background.name}-e{self.epoch}-s{study}", injected, mask, self.preprocessing)
+        case, (real_on_grid,) = prepare_with_masks(f"{background.name}-e{self.epoch}-s{study}", injected, mask, (real,),
+                                                   self.preprocessing)
+        return case, real_on_grid & (case.mask > 0)
 
     def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
         study, window = divmod(int(item), self.windows_per_study)
         if self._cache is None or self._cache[0] != study:
-            case = self.make_study(study)
+            case, real = self.make_study_with_real_lesions(study)
             rims = (bright_rim_voxels(case, dwi_channel=int(self.dwi_channel),
                                       in_plane_spacing_mm=float(self.preprocessing["in_plane_spacing_mm"]))
                     if self.rim_probability > 0 else None)
-            self._cache = (study, case, rims)
-        _, case, rims = self._cache
+            self._cache = (study, case, rims, real_lesion_voxels(real) if self.real_lesion_probability > 0 else [])
+        _, case, rims, lesions = self._cache
         rng = np.random.default_rng([self.base_seed, self.epoch, study, window])
-        if rims is not None and rng.random() < self.rim_probability and len(rims):
+        lesion_rng = (np.random.default_rng([self.base_seed, self.epoch, study, window, REAL_LESION_STREAM])
+                      if self.real_lesion_probability > 0 else None)
+        if lesion_rng is not None and lesion_rng.random() < self.real_lesion_probability and lesions:
+            voxels = lesions[int(lesion_rng.integers(len(lesions)))]
+            out = window_holding(case, voxels[int(lesion_rng.integers(len(voxels)))], lesion_rng, self.window_slices, self.size_hw)
+        elif rims is not None and rng.random() < self.rim_probability and len(rims):
             out = window_holding(case, rims[rng.integers(len(rims))], rng, self.window_slices, self.size_hw)
         else:
             out = random_window(case, rng, self.window_slices, self.size_hw, self.lesion_probability)

@@ -13,7 +13,7 @@ from LambdaSegmentLib.training import SegmentationDataModule, find_labelled_case
 from LambdaSegmentLib.cli import main
 from LambdaSegmentLib.training.prepared import PreparedCase
 from LambdaSegmentLib.training.real_backgrounds import (
-    CSF_ADC, RealBackgroundWindows, bright_rim_voxels, inject_infarcts, load_background,
+    CSF_ADC, RealBackgroundWindows, bright_rim_voxels, inject_infarcts, load_background, real_lesion_voxels,
 )
 from LambdaSegmentLib.training.window_augmentation import augment_window, elastic_warp
 
@@ -296,6 +296,67 @@ def test_rim_windows_hold_a_rim_and_change_nothing_at_zero(background_folder: Pa
             **TINY_PREPROCESSING, "normalization": {"dwi": "none", "eadc": "clip01"}}}, rim_probability=0.3, dwi_channel=1)
 
 
+def test_real_lesion_voxels_lists_each_component_once_whatever_its_size() -> None:
+    real = np.zeros((6, 12, 12), dtype=bool)
+    real[1:5, 2:8, 2:8] = True  # one large lesion (144 voxels)
+    real[0, 10, 10] = True  # two one-voxel emboli
+    real[5, 0, 11] = True
+    real[2, 10, 0] = real[3, 11, 1] = True  # diagonal neighbours: one 26-connected lesion
+    lesions = real_lesion_voxels(real)
+    assert sorted(len(v) for v in lesions) == [1, 1, 2, 144]
+    joined = np.concatenate(lesions)
+    assert len({tuple(v) for v in joined}) == int(real.sum()) and real[tuple(joined.T)].all()
+    assert real_lesion_voxels(np.zeros((2, 3, 3), dtype=bool)) == []
+
+
+def crop_holding(case: PreparedCase, window: dict, real: np.ndarray, slices: int, size_hw: tuple[int, int]) -> bool:
+    """Whether ``window`` (unaugmented) is a crop of ``case`` whose extent holds a ``real`` voxel."""
+    _c, t, h, w = case.channels.shape
+    image = window["image"].numpy()
+    for start in range(max(1, t - slices + 1)):
+        for oh in range(max(1, h - size_hw[0] + 1)):
+            for ow in range(max(1, w - size_hw[1] + 1)):
+                n = min(slices, t - start)
+                part = case.channels[:, start:start + n, oh:oh + size_hw[0], ow:ow + size_hw[1]]
+                if part.shape[2:] == image.shape[2:] and np.array_equal(part, image[:, :n]):
+                    if real[start:start + n, oh:oh + size_hw[0], ow:ow + size_hw[1]].any():
+                        return True
+    return False
+
+
+@pytest.mark.needs_atlas
+def test_real_lesion_windows_hold_a_real_lesion_and_leave_the_other_windows_alone(background_folder: Path) -> None:
+    """A share of windows around the background's own expert lesions (issue 13), drawn
+    from a stream of their own, so a window that does not draw one is the window without the option."""
+    backgrounds = loaded_backgrounds(background_folder)
+    size_hw = (16, 16)
+    common = dict(studies=2, preprocessing=TINY_PREPROCESSING, windows_per_study=6, window_slices=8,
+                  size_hw=size_hw, base_seed=5, epoch=1, lesion_probability=0.0)  # plain windows land anywhere
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, real_lesion_probability=0.0)
+    half = RealBackgroundWindows(backgrounds, **common, real_lesion_probability=0.5)
+    always = RealBackgroundWindows(backgrounds, **common, real_lesion_probability=1.0)
+    same = changed = 0
+    for item in range(len(plain)):
+        a, b, c = plain[item], off[item], half[item]
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["mask"], b["mask"])
+        if torch.equal(a["image"], c["image"]):
+            same += 1
+        else:
+            changed += 1
+    assert same and changed  # about half the windows drawn again, the rest untouched
+    for study in range(2):
+        case, real = always.make_study_with_real_lesions(study)
+        assert real.any() and not (real & (case.mask == 0)).any()  # the real lesions are a part of the label
+        assert np.array_equal(case.mask, plain.make_study(study).mask)  # the study itself is unchanged
+        for window in range(6):
+            assert crop_holding(case, always[study * 6 + window], real, 8, size_hw)
+    again = RealBackgroundWindows(backgrounds, **common, real_lesion_probability=1.0)
+    assert torch.equal(again[3]["image"], always[3]["image"])  # deterministic per seed
+    with pytest.raises(ValueError, match="real_lesion_probability must be in"):
+        RealBackgroundWindows(backgrounds, **common, real_lesion_probability=1.5)
+
+
 @pytest.mark.needs_atlas
 def test_faint_injection_keeps_the_shapes_and_dims_the_lesions(background_folder: Path) -> None:
     """Rule 87: faint injected infarcts have the same shapes and draws, with less DWI contrast."""
@@ -433,7 +494,8 @@ def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys
 
 @pytest.mark.needs_atlas
 @pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability",
-                                     "bright_field_probability", "bright_cortex_probability", "elastic_probability"])
+                                     "bright_field_probability", "bright_cortex_probability", "elastic_probability",
+                                     "real_lesion_window_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
     served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
@@ -448,7 +510,8 @@ def test_real_background_options_are_recorded_only_when_used(background_folder: 
                                                ("injected_whole_territory_probability", "--injected-whole-territory"),
                                                ("bright_field_probability", "--bright-fields"),
                                                ("bright_cortex_probability", "--bright-cortex"),
-                                               ("elastic_probability", "--elastic")])
+                                               ("elastic_probability", "--elastic"),
+                                               ("real_lesion_window_probability", "--real-lesion-windows")])
 def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                    keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
