@@ -1,6 +1,6 @@
 """How often stage 2's real-background windows show the case's own expert lesions, with and without real-lesion windows.
 
-    .venv/bin/python benchmarks/real_lesion_window_exposure.py --real-lesion-windows 0.3 1.0
+    .venv/bin/python benchmarks/real_lesion_window_exposure.py --real-lesion-windows 0.3 0.5 1.0
 
 Stage 2's windows as 2.5.0's recipe serves them (8 slices × 96², lesion probability 0.8, rim
 windows 0.3, base seed 51000005, epoch 0, 8 real-background studies of 12 windows), before
@@ -86,7 +86,7 @@ def exposure(background: RealBackground, real_lesion_probability: float, dwi_cha
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--real-lesion-windows", type=float, nargs="+", default=[0.3, 1.0], metavar="P")
+    parser.add_argument("--real-lesion-windows", type=float, nargs="+", default=[0.3, 0.5, 1.0], metavar="P")
     args = parser.parse_args()
     if not ISLES.is_dir():
         raise SystemExit(f"real_lesion_window_exposure: {ISLES} is absent; it needs the ISLES'22 cases")

@@ -32,7 +32,7 @@ them (issue 13, rule 81: those rims are what the folds mark on the other case). 
 expert lesions, each lesion (26-connected component of the expert mask on the model grid) as
 likely as any other whatever its size, where lesion-centred windows pick a labelled voxel. It
 changes less than that suggests: the recipe's windows already show 6-8 of the two real cases'
-expert lesions each, and the option raises that by 5-15 % at 0.3 and 20-35 % at 1.0
+expert lesions each, and the option raises that by 5-15 % at 0.3 and 23-36 % at 1.0
 (``benchmarks/real_lesion_window_exposure.py``, issue 13's diagnostic after rule 129). With
 ``faint_probability`` > 0 that share of studies writes its infarcts with the faint lesion
 signal (the synthesis's ``faint_*`` ranges, :func:`..synthesis.generator.faint_signal_ranges`:
