@@ -88,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--bright-fields", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows brightened by one broad DWI gain field (up to 2x over 16-48 mm) with the ADC unchanged, as coil bias, bright cortex or T2 shine-through, seen as not infarct (training/augmentation.py; 0)")
     data.add_argument("--bright-cortex", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose grey matter's S0 is raised by 10-60 %% with the ADC unchanged (a bright cortical ribbon of normal diffusion), seen as not infarct (training/real_backgrounds.py; 0)")
     data.add_argument("--real-lesion-windows", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows cut around one of the case's own expert lesions, each lesion (connected component) as likely as any other whatever its size, so its small lesions are seen as positives more often (0)")
+    data.add_argument("--real-lesion-dimming", type=float, default=0.0, metavar="P", help="share of --real-backgrounds studies whose own expert lesions of at most 0.5 mL are dimmed towards their ring (log DWI and ADC together, contrast x 0.4-0.9, never under 1.3x the ring on DWI), so they are also seen as faint as real emboli (0)")
     data.add_argument("--elastic", type=float, default=0.0, metavar="P", help="share of --real-backgrounds windows bent by one smooth in-plane displacement field (SD 1-4 mm, control points 32 mm apart, the same on every slice), so the case's rims and sulci take other shapes (training/window_augmentation.py; 0)")
     data.add_argument("--carve-probability", type=float, default=0.0, metavar="P", help="share of synthetic studies given 1-3 real lesions carved from the --real-backgrounds cases' expert masks and pasted in through S0 and ADC (CarveMix; 0)")
     data.add_argument("--val-data", action="append", default=[], metavar="DIR|CSV", help="labelled validation folder or CSV; repeatable")
@@ -207,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
                              ("--bright-cortex", args.bright_cortex, "their grey matter is brightened"),
                              ("--elastic", args.elastic, "those cases' windows are bent"),
                              ("--real-lesion-windows", args.real_lesion_windows, "the lesions are those cases' own"),
+                             ("--real-lesion-dimming", args.real_lesion_dimming, "the lesions dimmed are those cases' own"),
                              ("--injected-faint", args.injected_faint, "the infarcts are injected into those cases"),
                              ("--injected-whole-territory", args.injected_whole_territory, "the infarcts are injected into those cases")):
         if share > 0 and not args.real_backgrounds:
@@ -261,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         bright_cortex_probability=args.bright_cortex,
         elastic_probability=args.elastic,
         real_lesion_window_probability=args.real_lesion_windows,
+        real_lesion_dimming_probability=args.real_lesion_dimming,
     )
     try:
         module = SegmentationModule(

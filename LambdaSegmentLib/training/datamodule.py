@@ -80,6 +80,10 @@ class SegmentationDataModule(L.LightningDataModule):
             background's own expert lesions, each connected component as likely as any other
             (``RealBackgroundWindows``' ``real_lesion_probability``); needs ``real_backgrounds``;
             0 = none (the windows as before).
+        real_lesion_dimming_probability: share of real-background studies whose own small expert
+            lesions are dimmed towards their ring, no fainter than 1.3 x it on DWI
+            (``real_backgrounds.dim_real_lesions``); needs ``real_backgrounds``; 0 = none (the
+            studies as before).
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class SegmentationDataModule(L.LightningDataModule):
         bright_cortex_probability: float = 0.0,
         elastic_probability: float = 0.0,
         real_lesion_window_probability: float = 0.0,
+        real_lesion_dimming_probability: float = 0.0,
     ) -> None:
         super().__init__()
         for name, share, why in (("rim_window_probability", rim_window_probability, "the rims are those cases' own"),
@@ -120,7 +125,9 @@ class SegmentationDataModule(L.LightningDataModule):
                                  ("bright_cortex_probability", bright_cortex_probability, "their grey matter is brightened"),
                                  ("elastic_probability", elastic_probability, "those cases' windows are bent"),
                                  ("real_lesion_window_probability", real_lesion_window_probability,
-                                  "the lesions are those cases' own")):
+                                  "the lesions are those cases' own"),
+                                 ("real_lesion_dimming_probability", real_lesion_dimming_probability,
+                                  "the lesions dimmed are those cases' own")):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
             if share > 0 and not real_backgrounds:
@@ -165,6 +172,7 @@ class SegmentationDataModule(L.LightningDataModule):
         self.bright_cortex_probability = float(bright_cortex_probability)
         self.elastic_probability = float(elastic_probability)
         self.real_lesion_window_probability = float(real_lesion_window_probability)
+        self.real_lesion_dimming_probability = float(real_lesion_dimming_probability)
         self.backgrounds: list[RealBackground] = []
         self.carved: list[CarvedLesion] = []
         self.train_cases: list[PreparedCase] = []
@@ -233,6 +241,7 @@ class SegmentationDataModule(L.LightningDataModule):
                     bright_cortex_probability=self.bright_cortex_probability,
                     elastic_probability=self.elastic_probability,
                     real_lesion_probability=self.real_lesion_window_probability,
+                    dimming_probability=self.real_lesion_dimming_probability,
                     label_fraction=float(self.synthesis_ranges.get("label_fraction", DEFAULT_RANGES["label_fraction"])),  # as the generator labels
                     surface_pull=float(self.synthesis_ranges.get("lesion_surface_pull", DEFAULT_RANGES["lesion_surface_pull"])),  # as it draws
                 )
@@ -301,6 +310,8 @@ class SegmentationDataModule(L.LightningDataModule):
                 described["real_backgrounds"]["elastic_probability"] = self.elastic_probability
             if self.real_lesion_window_probability > 0:
                 described["real_backgrounds"]["real_lesion_window_probability"] = self.real_lesion_window_probability
+            if self.real_lesion_dimming_probability > 0:
+                described["real_backgrounds"]["real_lesion_dimming_probability"] = self.real_lesion_dimming_probability
         if self.carved:
             described["carved_lesions"] = {
                 "cases": sorted({lesion.source for lesion in self.carved}),

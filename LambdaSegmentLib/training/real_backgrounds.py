@@ -50,7 +50,10 @@ augmentation, by one broad gain field with the ADC unchanged (:func:`.augmentati
 coil bias, bright cortex, T2 shine-through), unlabelled (rule 100). With
 ``bright_cortex_probability`` > 0 that share of studies has its grey matter's S0 raised by 10-60 %
 with the ADC unchanged (:func:`brighten_grey_matter`), as a bright cortical ribbon of normal
-diffusion, which the real cases lack and the stage-2 networks marked (rule 101).
+diffusion, which the real cases lack and the stage-2 networks marked (rule 101). With
+``dimming_probability`` > 0 that share of studies has the background's own small expert lesions
+dimmed towards their ring (:func:`dim_real_lesions`), so that the fold's real satellites are also
+seen as faint as the other case's emboli, with their real shapes on real texture (rule 130).
 
 Training-time only (it needs the template, the atlas and the generator).
 """
@@ -108,6 +111,21 @@ REAL_LESION_STREAM = 20261206
 #: ribbon is no brighter than their deep tissue, where the generator's cortical S0 reaches 1.8 x
 #: white matter's (issue 13, rule 101).
 BRIGHT_CORTEX_GAIN = (0.1, 0.6)
+#: The dimming draw of a study (whether, and its factor) comes from a generator of its own, so
+#: every other draw of the study stays as without it (issue 13, rule 130).
+DIMMING_STREAM = 20261207
+#: A dimmed study's factor on its small lesions' contrast, drawn uniformly (1: unchanged).
+DIMMING_FACTOR = (0.4, 0.9)
+#: Dimming stops at this DWI over the ring (medians): 0001's emboli of 5-25 voxels are 1.34 x
+#: their ring, the faintest expert-labelled lesions known here (benchmarks/lesion_contrast.py),
+#: so no lesion is taught fainter than a real one.
+DIMMING_FLOOR = 1.3
+#: Only lesions up to this volume are dimmed: the satellites and emboli, not a territorial
+#: infarct (a whole infarct at 1.3 x its ring is no lesion the two cases show).
+DIMMING_MAX_ML = 0.5
+#: The ring a lesion is dimmed towards: brain voxels within this many voxel steps (26-connected)
+#: of it, not labelled, not CSF.
+DIMMING_RING_VOXELS = 2
 
 
 @dataclass(frozen=True)
@@ -261,6 +279,57 @@ def brighten_grey_matter(background: RealBackground, study: Study, gain: float) 
     return dataclasses.replace(study, dwi=study.dwi.with_array(brightened))
 
 
+def dim_real_lesions(study: Study, lesion: np.ndarray, label: np.ndarray, brain: np.ndarray, factor: float) -> Study:
+    """``study`` with each small component of ``lesion`` moved towards its ring in log DWI and ADC.
+
+    Per 26-connected component of ``lesion`` (bool (nk, nj, ni), the real expert lesions) of at
+    most :data:`DIMMING_MAX_ML`: its ring is the brain within :data:`DIMMING_RING_VOXELS` voxels,
+    outside ``label`` (every labelled voxel, real and injected) and CSF. With C the median
+    contrast over the component (log DWI minus the ring's median; ADC minus the ring's median, in
+    10⁻³ mm²/s) and k = max(``factor``, ln :data:`DIMMING_FLOOR` / C of log DWI), a voxel of
+    contrast c moves by (1 − k) · clip(c / C, 0, 1) · C towards the ring: the component's median
+    contrast becomes k · C (no fainter than the floor on DWI), the voxels above its median keep
+    their texture and noise, the fainter edge voxels shrink in proportion and never cross to the
+    other side. log DWI and ADC move together, so log S0 = log DWI + b · ADC moves by the same
+    rule and DWI = S0 · exp(−b · ADC) still holds. A lesion already at or under the floor, or
+    without a ring, is left alone; so is everything outside ``lesion``. The label is unchanged.
+    The eADC is recomputed from the new ADC.
+    """
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    adc = np.asarray(study.adc.array, dtype=np.float64).copy()
+    log_dwi = np.log(np.maximum(dwi, 1e-6))
+    components, count = ndimage.label(lesion & brain, structure=np.ones((3, 3, 3), dtype=bool))
+    voxel_ml = study.dwi.voxel_volume_mm3 / 1000.0
+    sizes = np.bincount(components.ravel(), minlength=count + 1)
+    floor = float(np.log(DIMMING_FLOOR))
+    reach = DIMMING_RING_VOXELS
+    for number, box in enumerate(ndimage.find_objects(components), start=1):
+        if box is None or sizes[number] * voxel_ml > DIMMING_MAX_ML:
+            continue
+        box = tuple(slice(max(0, b.start - reach), min(n, b.stop + reach)) for b, n in zip(box, lesion.shape))
+        component = components[box] == number
+        ring = (ndimage.binary_dilation(component, structure=np.ones((3, 3, 3), dtype=bool), iterations=reach)
+                & brain[box] & ~label[box] & (adc[box] < CSF_ADC))
+        if not ring.any():
+            continue
+        local_log, local_adc = log_dwi[box], adc[box]
+        contrast = float(np.median(local_log[component]) - np.median(local_log[ring]))
+        if contrast <= floor:
+            continue
+        k = max(float(factor), floor / contrast)
+        for values in (local_log, local_adc):  # views into log_dwi and adc
+            ring_median = float(np.median(values[ring]))
+            median_contrast = float(np.median(values[component])) - ring_median
+            if median_contrast == 0.0:
+                continue
+            c = values[component] - ring_median
+            values[component] = values[component] - (1.0 - k) * np.clip(c / median_contrast, 0.0, 1.0) * median_contrast
+    new_adc = study.adc.with_array(adc.astype(np.float32))
+    new_dwi = np.where(dwi > 0, np.exp(log_dwi), dwi)
+    return dataclasses.replace(study, dwi=study.dwi.with_array(new_dwi.astype(np.float32)), adc=new_adc,
+                               eadc=eadc_from_adc(new_adc, study.b_value))
+
+
 def bright_rim_voxels(case: PreparedCase, *, dwi_channel: int, in_plane_spacing_mm: float,
                       depth_mm: float = RIM_DEPTH_MM, brightness: float = RIM_DWI) -> np.ndarray:
     """(n, 3) int (slice, row, column) model-grid voxels of ``case``'s bright edge rims.
@@ -344,8 +413,11 @@ class RealBackgroundWindows(Dataset):
     the window's place around it, from ``default_rng([base_seed, e, s, window, REAL_LESION_STREAM])``)
     holds a voxel of one of the background's expert lesions, the lesion drawn uniformly among its
     26-connected components on the model grid (those left by a thick slab's majority); the rim and
-    lesion draws are then skipped, and at 0 nothing is drawn. Consecutive items share a study (a
-    one-study cache), so keep it unshuffled.
+    lesion draws are then skipped, and at 0 nothing is drawn. With ``dimming_probability`` > 0 that
+    share of studies (drawn, with the factor in :data:`DIMMING_FACTOR`, from ``default_rng([base_seed,
+    e, s, DIMMING_STREAM])``) has its background's small expert lesions dimmed after the injection
+    and the bright cortex (:func:`dim_real_lesions`); at 0 nothing is drawn. Consecutive items
+    share a study (a one-study cache), so keep it unshuffled.
     """
 
     def __init__(
@@ -374,6 +446,7 @@ class RealBackgroundWindows(Dataset):
         elastic_probability: float = 0.0,
         surface_pull: float = 0.0,
         real_lesion_probability: float = 0.0,
+        dimming_probability: float = 0.0,
     ) -> None:
         if not backgrounds:
             raise ValueError("no real backgrounds")
@@ -382,7 +455,8 @@ class RealBackgroundWindows(Dataset):
                             ("bright_field_probability", bright_field_probability),
                             ("bright_cortex_probability", bright_cortex_probability),
                             ("elastic_probability", elastic_probability),
-                            ("real_lesion_probability", real_lesion_probability)):
+                            ("real_lesion_probability", real_lesion_probability),
+                            ("dimming_probability", dimming_probability)):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {share}")
         if not 0 <= whole_territory_per_epoch <= studies:
@@ -417,6 +491,7 @@ class RealBackgroundWindows(Dataset):
         self.bright_cortex_probability = float(bright_cortex_probability)
         self.elastic_probability = float(elastic_probability)
         self.real_lesion_probability = float(real_lesion_probability)
+        self.dimming_probability = float(dimming_probability)
         if not 0.0 < label_fraction <= 1.0:
             raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
         self.label_fraction = float(label_fraction)
@@ -454,6 +529,11 @@ class RealBackgroundWindows(Dataset):
             cortex_rng = np.random.default_rng([self.base_seed, self.epoch, study, BRIGHT_CORTEX_STREAM])
             if cortex_rng.random() < self.bright_cortex_probability:
                 injected = brighten_grey_matter(background, injected, float(cortex_rng.uniform(*BRIGHT_CORTEX_GAIN)))
+        if self.dimming_probability > 0:
+            dimming_rng = np.random.default_rng([self.base_seed, self.epoch, study, DIMMING_STREAM])
+            if dimming_rng.random() < self.dimming_probability:
+                injected = dim_real_lesions(injected, background.lesion, label, background.brain,
+                                            float(dimming_rng.uniform(*DIMMING_FACTOR)))
         mask = injected.dwi.with_array(label.astype(np.uint8))
         real = injected.dwi.with_array(background.lesion.astype(np.uint8))
         if rng.random() < self.thick_probability:

@@ -13,7 +13,8 @@ from LambdaSegmentLib.training import SegmentationDataModule, find_labelled_case
 from LambdaSegmentLib.cli import main
 from LambdaSegmentLib.training.prepared import PreparedCase
 from LambdaSegmentLib.training.real_backgrounds import (
-    CSF_ADC, RealBackgroundWindows, bright_rim_voxels, inject_infarcts, load_background, real_lesion_voxels,
+    CSF_ADC, DIMMING_FLOOR, RealBackgroundWindows, bright_rim_voxels, dim_real_lesions, inject_infarcts, load_background,
+    real_lesion_voxels,
 )
 from LambdaSegmentLib.training.window_augmentation import augment_window, elastic_warp
 
@@ -357,6 +358,76 @@ def test_real_lesion_windows_hold_a_real_lesion_and_leave_the_other_windows_alon
         RealBackgroundWindows(backgrounds, **common, real_lesion_probability=1.5)
 
 
+def ring_ratio(study, component: np.ndarray, ring: np.ndarray) -> float:
+    dwi = np.asarray(study.dwi.array, dtype=np.float64)
+    return float(np.median(dwi[component]) / np.median(dwi[ring]))
+
+
+@pytest.mark.needs_atlas
+def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(background_folder: Path) -> None:
+    """Issue 13's rule 130: small real lesions fainter, never under the floor; large ones, the
+    rest of the study and the label untouched; DWI = S0 exp(-b ADC) kept; deterministic."""
+    from dataclasses import replace as replaced
+
+    from LambdaSegmentLib.io.units import eadc_from_adc
+
+    (case,) = find_labelled_cases(background_folder)
+    background = load_background(case)
+    study = background.study
+    dwi = np.asarray(study.dwi.array, dtype=np.float64).copy()
+    adc = np.asarray(study.adc.array, dtype=np.float64).copy()
+    brain = background.brain & (adc < CSF_ADC)
+    k, j, i = (int(np.median(a)) for a in np.nonzero(brain & ~ndimage.binary_dilation(background.lesion, iterations=6)))
+    small = np.zeros_like(brain)
+    small[k, j:j + 2, i:i + 3] = True  # a 6-voxel embolus (0.48 mL of these 4 x 4 x 5 mm voxels), bright and restricted
+    small &= brain
+    assert 4 <= small.sum() and small.sum() * study.dwi.voxel_volume_mm3 / 1000.0 <= 0.5
+    dwi[small] *= 1.8
+    adc[small] *= 0.7
+    adc_volume = study.adc.with_array(adc.astype(np.float32))
+    made = replaced(study, dwi=study.dwi.with_array(dwi.astype(np.float32)), adc=adc_volume,
+                    eadc=eadc_from_adc(adc_volume, study.b_value))
+    lesion = background.lesion | small
+    ring = ndimage.binary_dilation(small, structure=np.ones((3, 3, 3), dtype=bool), iterations=2) & brain & ~lesion
+    before = ring_ratio(made, small, ring)
+    assert before > 1.5
+    dimmed = dim_real_lesions(made, lesion, lesion, background.brain, 0.5)
+    after = ring_ratio(dimmed, small, ring)
+    assert DIMMING_FLOOR - 0.02 <= after < before - 0.2
+    new_adc = np.asarray(dimmed.adc.array, dtype=np.float64)
+    assert np.median(new_adc[small]) > np.median(adc[small])  # less restricted too
+    assert np.median(new_adc[small]) < np.median(adc[ring])  # but still restricted against its ring
+    assert background.lesion.sum() * study.dwi.voxel_volume_mm3 / 1000.0 > 0.5  # the case's own lesion, large, left alone
+    np.testing.assert_array_equal(np.asarray(dimmed.dwi.array)[~small], np.asarray(made.dwi.array)[~small])
+    np.testing.assert_array_equal(np.asarray(dimmed.adc.array)[~small], np.asarray(made.adc.array)[~small])
+    s0_before = dwi * np.exp(study.b_value / 1000.0 * adc)
+    s0_after = np.asarray(dimmed.dwi.array, dtype=np.float64) * np.exp(study.b_value / 1000.0 * new_adc)
+    assert np.median(s0_after[small]) < np.median(s0_before[small])  # log S0 moved with log DWI and ADC
+    np.testing.assert_allclose(np.asarray(dimmed.eadc.array), np.asarray(eadc_from_adc(dimmed.adc, study.b_value).array))
+    again = dim_real_lesions(made, lesion, lesion, background.brain, 0.5)
+    np.testing.assert_array_equal(np.asarray(again.dwi.array), np.asarray(dimmed.dwi.array))
+    same = dim_real_lesions(made, lesion, lesion, background.brain, 1.0)  # a factor of 1 changes nothing
+    np.testing.assert_allclose(np.asarray(same.dwi.array), np.asarray(made.dwi.array), rtol=1e-5)
+    faint = dim_real_lesions(dimmed, lesion, lesion, background.brain, 0.4)  # already at the floor
+    assert ring_ratio(faint, small, ring) >= DIMMING_FLOOR - 0.02
+
+
+@pytest.mark.needs_atlas
+def test_dimmed_studies_keep_their_labels_and_the_other_studies_stay(background_folder: Path) -> None:
+    backgrounds = loaded_backgrounds(background_folder)
+    common = dict(studies=4, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
+                  size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
+    plain = RealBackgroundWindows(backgrounds, **common)
+    off = RealBackgroundWindows(backgrounds, **common, dimming_probability=0.0)
+    always = RealBackgroundWindows(backgrounds, **common, dimming_probability=1.0)
+    for study in range(4):
+        a, b, c = plain.make_study(study), off.make_study(study), always.make_study(study)
+        assert np.array_equal(a.channels, b.channels) and np.array_equal(a.mask, b.mask)
+        assert np.array_equal(a.mask, c.mask)  # the labels stay
+    with pytest.raises(ValueError, match="dimming_probability must be in"):
+        RealBackgroundWindows(backgrounds, **common, dimming_probability=2.0)
+
+
 @pytest.mark.needs_atlas
 def test_faint_injection_keeps_the_shapes_and_dims_the_lesions(background_folder: Path) -> None:
     """Rule 87: faint injected infarcts have the same shapes and draws, with less DWI contrast."""
@@ -495,7 +566,7 @@ def test_whole_territory_quota_is_checked_before_training(tmp_path: Path, capsys
 @pytest.mark.needs_atlas
 @pytest.mark.parametrize("keyword", ["rim_window_probability", "injected_faint_probability", "injected_whole_territory_probability",
                                      "bright_field_probability", "bright_cortex_probability", "elastic_probability",
-                                     "real_lesion_window_probability"])
+                                     "real_lesion_window_probability", "real_lesion_dimming_probability"])
 def test_real_background_options_are_recorded_only_when_used(background_folder: Path, keyword: str) -> None:
     common = dict(real_backgrounds=[background_folder], real_background_studies=1, windows_per_study=1, size_hw=(32, 32), seed=3)
     served, plain = SegmentationDataModule(TINY_PREPROCESSING, **common, **{keyword: 0.3}), SegmentationDataModule(TINY_PREPROCESSING, **common)
@@ -511,7 +582,8 @@ def test_real_background_options_are_recorded_only_when_used(background_folder: 
                                                ("bright_field_probability", "--bright-fields"),
                                                ("bright_cortex_probability", "--bright-cortex"),
                                                ("elastic_probability", "--elastic"),
-                                               ("real_lesion_window_probability", "--real-lesion-windows")])
+                                               ("real_lesion_window_probability", "--real-lesion-windows"),
+                                               ("real_lesion_dimming_probability", "--real-lesion-dimming")])
 def test_real_background_options_need_real_backgrounds_and_a_share(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                    keyword: str, flag: str) -> None:
     with pytest.raises(ValueError, match="needs real_backgrounds"):
