@@ -363,23 +363,20 @@ def ring_ratio(study, component: np.ndarray, ring: np.ndarray) -> float:
     return float(np.median(dwi[component]) / np.median(dwi[ring]))
 
 
-@pytest.mark.needs_atlas
-def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(background_folder: Path) -> None:
-    """Issue 13's rule 130: small real lesions fainter, never under the floor; large ones, the
-    rest of the study and the label untouched; DWI = S0 exp(-b ADC) kept; deterministic."""
+def with_small_embolus(background):
+    """(the background with a 6-voxel embolus added to its study and its expert mask, as bright
+    and restricted as 0003's satellites, the embolus, its ring)."""
     from dataclasses import replace as replaced
 
     from LambdaSegmentLib.io.units import eadc_from_adc
 
-    (case,) = find_labelled_cases(background_folder)
-    background = load_background(case)
     study = background.study
     dwi = np.asarray(study.dwi.array, dtype=np.float64).copy()
     adc = np.asarray(study.adc.array, dtype=np.float64).copy()
     brain = background.brain & (adc < CSF_ADC)
     k, j, i = (int(np.median(a)) for a in np.nonzero(brain & ~ndimage.binary_dilation(background.lesion, iterations=6)))
     small = np.zeros_like(brain)
-    small[k, j:j + 2, i:i + 3] = True  # a 6-voxel embolus (0.48 mL of these 4 x 4 x 5 mm voxels), bright and restricted
+    small[k, j:j + 2, i:i + 3] = True  # 0.48 mL of these 4 x 4 x 5 mm voxels
     small &= brain
     assert 4 <= small.sum() and small.sum() * study.dwi.voxel_volume_mm3 / 1000.0 <= 0.5
     dwi[small] *= 1.8
@@ -389,6 +386,20 @@ def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(ba
                     eadc=eadc_from_adc(adc_volume, study.b_value))
     lesion = background.lesion | small
     ring = ndimage.binary_dilation(small, structure=np.ones((3, 3, 3), dtype=bool), iterations=2) & brain & ~lesion
+    return replaced(background, study=made, lesion=lesion), small, ring
+
+
+@pytest.mark.needs_atlas
+def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(background_folder: Path) -> None:
+    """Issue 13's rule 130: small real lesions fainter, never under the floor; large ones, the
+    rest of the study and the label untouched; DWI = S0 exp(-b ADC) kept; deterministic."""
+    from LambdaSegmentLib.io.units import eadc_from_adc
+
+    (case,) = find_labelled_cases(background_folder)
+    background, small, ring = with_small_embolus(load_background(case))
+    made, lesion = background.study, background.lesion
+    dwi = np.asarray(made.dwi.array, dtype=np.float64)
+    adc = np.asarray(made.adc.array, dtype=np.float64)
     before = ring_ratio(made, small, ring)
     assert before > 1.5
     dimmed = dim_real_lesions(made, lesion, lesion, background.brain, 0.5)
@@ -397,13 +408,13 @@ def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(ba
     new_adc = np.asarray(dimmed.adc.array, dtype=np.float64)
     assert np.median(new_adc[small]) > np.median(adc[small])  # less restricted too
     assert np.median(new_adc[small]) < np.median(adc[ring])  # but still restricted against its ring
-    assert background.lesion.sum() * study.dwi.voxel_volume_mm3 / 1000.0 > 0.5  # the case's own lesion, large, left alone
+    assert (lesion & ~small).sum() * made.dwi.voxel_volume_mm3 / 1000.0 > 0.5  # the case's own lesion, large, left alone
     np.testing.assert_array_equal(np.asarray(dimmed.dwi.array)[~small], np.asarray(made.dwi.array)[~small])
     np.testing.assert_array_equal(np.asarray(dimmed.adc.array)[~small], np.asarray(made.adc.array)[~small])
-    s0_before = dwi * np.exp(study.b_value / 1000.0 * adc)
-    s0_after = np.asarray(dimmed.dwi.array, dtype=np.float64) * np.exp(study.b_value / 1000.0 * new_adc)
+    bk = made.b_value / 1000.0
+    s0_before, s0_after = dwi * np.exp(bk * adc), np.asarray(dimmed.dwi.array, dtype=np.float64) * np.exp(bk * new_adc)
     assert np.median(s0_after[small]) < np.median(s0_before[small])  # log S0 moved with log DWI and ADC
-    np.testing.assert_allclose(np.asarray(dimmed.eadc.array), np.asarray(eadc_from_adc(dimmed.adc, study.b_value).array))
+    np.testing.assert_allclose(np.asarray(dimmed.eadc.array), np.asarray(eadc_from_adc(dimmed.adc, made.b_value).array))
     again = dim_real_lesions(made, lesion, lesion, background.brain, 0.5)
     np.testing.assert_array_equal(np.asarray(again.dwi.array), np.asarray(dimmed.dwi.array))
     same = dim_real_lesions(made, lesion, lesion, background.brain, 1.0)  # a factor of 1 changes nothing
@@ -413,19 +424,24 @@ def test_dimming_moves_small_real_lesions_towards_their_ring_and_nothing_else(ba
 
 
 @pytest.mark.needs_atlas
-def test_dimmed_studies_keep_their_labels_and_the_other_studies_stay(background_folder: Path) -> None:
-    backgrounds = loaded_backgrounds(background_folder)
-    common = dict(studies=4, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
+def test_dimmed_studies_change_their_small_lesions_and_keep_their_labels(background_folder: Path) -> None:
+    """In the dataset: at 0 the studies are those without the option; at 1 every study's small
+    real lesion is fainter, its labels and everything far from it unchanged."""
+    (base,) = loaded_backgrounds(background_folder)
+    background, small, _ring = with_small_embolus(base)
+    common = dict(studies=3, preprocessing=TINY_PREPROCESSING, windows_per_study=2, window_slices=8,
                   size_hw=(16, 16), base_seed=5, epoch=1, lesion_probability=0.8)
-    plain = RealBackgroundWindows(backgrounds, **common)
-    off = RealBackgroundWindows(backgrounds, **common, dimming_probability=0.0)
-    always = RealBackgroundWindows(backgrounds, **common, dimming_probability=1.0)
-    for study in range(4):
-        a, b, c = plain.make_study(study), off.make_study(study), always.make_study(study)
-        assert np.array_equal(a.channels, b.channels) and np.array_equal(a.mask, b.mask)
-        assert np.array_equal(a.mask, c.mask)  # the labels stay
+    plain = RealBackgroundWindows([background], **common)
+    off = RealBackgroundWindows([background], **common, dimming_probability=0.0)
+    always = RealBackgroundWindows([background], **common, dimming_probability=1.0)
+    for study in range(3):
+        a, b = plain.make_study_with_real_lesions(study), off.make_study_with_real_lesions(study)
+        c = always.make_study_with_real_lesions(study)
+        assert np.array_equal(a[0].channels, b[0].channels) and np.array_equal(a[0].mask, b[0].mask)
+        assert np.array_equal(a[0].mask, c[0].mask) and np.array_equal(a[1], c[1])  # the labels stay
+        assert not np.array_equal(a[0].channels, c[0].channels)  # the embolus dimmed
     with pytest.raises(ValueError, match="dimming_probability must be in"):
-        RealBackgroundWindows(backgrounds, **common, dimming_probability=2.0)
+        RealBackgroundWindows([background], **common, dimming_probability=2.0)
 
 
 @pytest.mark.needs_atlas
