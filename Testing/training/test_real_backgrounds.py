@@ -119,13 +119,13 @@ def test_a_dwi_asymmetry_channel_is_computed_from_the_injected_study(background_
 
     contra = {**TINY_PREPROCESSING, "channels": ["eadc", "dwi", "dwi_asymmetry"]}
     prepared_studies = []
-    original = real_backgrounds.prepare_labelled
+    original = real_backgrounds.prepare_with_masks
 
-    def recording(name, study, mask, preprocessing):
+    def recording(name, study, mask, others, preprocessing):
         prepared_studies.append(study)
-        return original(name, study, mask, preprocessing)
+        return original(name, study, mask, others, preprocessing)
 
-    monkeypatch.setattr(real_backgrounds, "prepare_labelled", recording)
+    monkeypatch.setattr(real_backgrounds, "prepare_with_masks", recording)
     datamodule = SegmentationDataModule(contra, real_backgrounds=[background_folder], real_background_studies=4,
                                         windows_per_study=1, size_hw=(32, 32), batch_size=1, seed=3)
     datamodule.setup()
