@@ -43,7 +43,11 @@ FIRST_REAL = 2  # mask value of the first expert lesion in the windows served he
 class NumberedWindows(RealBackgroundWindows):
     """The recipe's windows with each expert lesion's voxels numbered ``FIRST_REAL + k`` in the
     mask (injected ones 1): every draw is the dataset's own, since the windows' choices read only
-    ``mask > 0`` and the lesion list."""
+    ``mask > 0`` and the lesion list. Windows served without the option come from ``make_study``,
+    so it is numbered too."""
+
+    def make_study(self, study: int) -> PreparedCase:
+        return self.make_study_with_real_lesions(study)[0]
 
     def make_study_with_real_lesions(self, study: int) -> tuple[PreparedCase, np.ndarray]:
         case, real = super().make_study_with_real_lesions(study)

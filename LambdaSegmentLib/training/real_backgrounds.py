@@ -511,11 +511,18 @@ class RealBackgroundWindows(Dataset):
 
     def make_study(self, study: int) -> PreparedCase:
         """Study ``study`` of this epoch on the model grid (class docstring)."""
-        return self.make_study_with_real_lesions(study)[0]
+        return self._made(study, with_real_lesions=False)[0]
 
     def make_study_with_real_lesions(self, study: int) -> tuple[PreparedCase, np.ndarray]:
         """(:meth:`make_study`'s case, bool (t, h, w): where its label is the background's own expert
         lesions, on the same model grid: a thick study's slab majority of them)."""
+        case, real = self._made(study, with_real_lesions=True)
+        assert real is not None
+        return case, real
+
+    def _made(self, study: int, *, with_real_lesions: bool) -> tuple[PreparedCase, np.ndarray | None]:
+        """The study, and its expert lesions on the model grid only when asked for: a study served
+        without real-lesion windows carries no second mask through the slabs and the resampling."""
         rng = np.random.default_rng([self.base_seed, self.epoch, study])
         background = self.backgrounds[int(rng.integers(len(self.backgrounds)))]
         count = int(rng.choice(INJECTED_COUNTS))
@@ -535,22 +542,27 @@ class RealBackgroundWindows(Dataset):
                 injected = dim_real_lesions(injected, background.lesion, label, background.brain,
                                             float(dimming_rng.uniform(*DIMMING_FACTOR)))
         mask = injected.dwi.with_array(label.astype(np.uint8))
-        real = injected.dwi.with_array(background.lesion.astype(np.uint8))
+        real = injected.dwi.with_array(background.lesion.astype(np.uint8)) if with_real_lesions else None
         if rng.random() < self.thick_probability:
-            real = majority_slabs(real, 3, find_slice_axis(injected.dwi))  # as thick_slice_study's reference
+            if real is not None:
+                real = majority_slabs(real, 3, find_slice_axis(injected.dwi))  # as thick_slice_study's reference
             injected, mask = thick_slice_study(injected, mask, 3)
-        case, (real_on_grid,) = prepare_with_masks(f"{background.name}-e{self.epoch}-s{study}", injected, mask, (real,),
-                                                   self.preprocessing)
-        return case, real_on_grid & (case.mask > 0)
+        case, others = prepare_with_masks(f"{background.name}-e{self.epoch}-s{study}", injected, mask,
+                                          () if real is None else (real,), self.preprocessing)
+        return case, (others[0] & (case.mask > 0)) if others else None
 
     def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
         study, window = divmod(int(item), self.windows_per_study)
         if self._cache is None or self._cache[0] != study:
-            case, real = self.make_study_with_real_lesions(study)
+            if self.real_lesion_probability > 0:
+                case, real = self.make_study_with_real_lesions(study)
+                lesions = real_lesion_voxels(real)
+            else:
+                case, lesions = self.make_study(study), []
             rims = (bright_rim_voxels(case, dwi_channel=int(self.dwi_channel),
                                       in_plane_spacing_mm=float(self.preprocessing["in_plane_spacing_mm"]))
                     if self.rim_probability > 0 else None)
-            self._cache = (study, case, rims, real_lesion_voxels(real) if self.real_lesion_probability > 0 else [])
+            self._cache = (study, case, rims, lesions)
         _, case, rims, lesions = self._cache
         rng = np.random.default_rng([self.base_seed, self.epoch, study, window])
         lesion_rng = (np.random.default_rng([self.base_seed, self.epoch, study, window, REAL_LESION_STREAM])
