@@ -152,7 +152,12 @@ def scored_package(result_path: Path, entry: dict[str, Any], key: str) -> ModelP
     return package
 
 
-def run(result_path: Path, fold: str) -> dict[str, Any]:
+def prepared_as_scored(result_path: Path, fold: str, *, regions: bool,
+                       tool: str = "lesion_attrition") -> tuple[dict[str, Any], PostProcessing, Prepared]:
+    """(the result's fold entry, the post-processing its search chose, the fold's held-out case
+    prepared natively as the row ran it: its package checked against the scored weights, seeded
+    and paired as the row was). Stops, naming ``tool``, unless the chosen mask's volume Dice is
+    the result's: otherwise this is not the run the row scored."""
     result = json.loads(result_path.read_text())
     entry = result["folds"][fold]
     chosen = PostProcessing(**entry["postprocessing"])
@@ -163,14 +168,19 @@ def run(result_path: Path, fold: str) -> dict[str, Any]:
         if entry.get("partner_package_dir"):  # two networks averaged, as the row ran them (rule 94)
             partner = scored_package(result_path, entry, "partner_package_dir")
             package = paired_package(package, partner, Path(pairs) / fold)
-        prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=True, seed_package=seed)
-    out = attrition(prepared, chosen)
+        prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=regions, seed_package=seed)
     expected = entry["scores"]["native"]["model"]["volume_dice"]
     measured = score(prepared, prepared.mask(chosen))["volume_dice"]
     if abs(measured - expected) > 1e-9:
-        raise SystemExit(f"lesion_attrition: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
+        raise SystemExit(f"{tool}: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
                          f"{expected:.6f} in the result: not the run the row scored")
-    return {"result": str(result_path), "fold": fold, "held_out_case": held_out, "package_dir": entry["package_dir"],
+    return entry, chosen, prepared
+
+
+def run(result_path: Path, fold: str) -> dict[str, Any]:
+    entry, chosen, prepared = prepared_as_scored(result_path, fold, regions=True)
+    out = attrition(prepared, chosen)
+    return {"result": str(result_path), "fold": fold, "held_out_case": FOLDS[fold][1], "package_dir": entry["package_dir"],
             "partner_package_dir": entry.get("partner_package_dir"), "chosen": chosen.as_dict(), **out}
 
 

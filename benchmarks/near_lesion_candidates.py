@@ -34,10 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from lesion_attrition import scored_package  # noqa: E402
-from real_scan_cv import FOLDS, Prepared, load_real, prepare, score  # noqa: E402
+from lesion_attrition import prepared_as_scored  # noqa: E402
+from real_scan_cv import FOLDS, Prepared  # noqa: E402
 
-from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 
 THRESHOLDS = (0.1, 0.2)
@@ -61,7 +60,7 @@ def near_candidates(prepared: Prepared, mask: np.ndarray, anchor_max_ml: float |
     anchor = anchors(mask, millilitres, anchor_max_ml)
     distance = (ndimage.distance_transform_edt(~anchor, sampling=spacing_kji) if anchor.any()
                 else np.full(mask.shape, np.inf))
-    labels, _count = label_lesions(prepared.truth)
+    labels, experts = label_lesions(prepared.truth)
     reached_before = set(np.unique(labels[mask & prepared.truth]).tolist()) - {0}
     rows = []
     for threshold in THRESHOLDS:
@@ -81,28 +80,17 @@ def near_candidates(prepared: Prepared, mask: np.ndarray, anchor_max_ml: float |
                 "expert_ml_added": round(float(np.count_nonzero(added & prepared.truth)) * millilitres, 3),
                 "false_ml_added": round(float(np.count_nonzero(added & ~prepared.truth)) * millilitres, 3),
             })
-    return [{"expert_lesions_reached_before": len(reached_before)}] + rows
+    return [{"expert_lesions": int(experts), "expert_lesions_reached_before": len(reached_before)}] + rows
 
 
 def run(result_path: Path, fold: str, anchor_max_ml: float | None = None) -> dict[str, Any]:
-    result = json.loads(result_path.read_text())
-    entry = result["folds"][fold]
+    entry = json.loads(result_path.read_text())["folds"][fold]
     if entry.get("partner_package_dir") or entry.get("seed_package_dir"):
         raise SystemExit(f"near_lesion_candidates: {result_path} fold {fold}: one network, unseeded, only")
-    chosen = PostProcessing(**entry["postprocessing"])
-    held_out = FOLDS[fold][1]
-    package = scored_package(result_path, entry, "package_dir")
-    prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=False, seed_package=None)
-    mask = prepared.mask(chosen) != 0
-    expected = entry["scores"]["native"]["model"]["volume_dice"]
-    measured = score(prepared, mask)["volume_dice"]
-    if abs(measured - expected) > 1e-9:
-        raise SystemExit(f"near_lesion_candidates: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
-                         f"{expected:.6f} in the result: not the run the row scored")
-    labels, count = label_lesions(prepared.truth)
-    head, *rows = near_candidates(prepared, mask, anchor_max_ml)
-    return {"result": str(result_path), "fold": fold, "held_out_case": held_out, "chosen": chosen.as_dict(),
-            "anchor_max_ml": anchor_max_ml, "expert_lesions": int(count), **head, "steps": rows}
+    _entry, chosen, prepared = prepared_as_scored(result_path, fold, regions=False, tool="near_lesion_candidates")
+    head, *rows = near_candidates(prepared, prepared.mask(chosen) != 0, anchor_max_ml)
+    return {"result": str(result_path), "fold": fold, "held_out_case": FOLDS[fold][1], "chosen": chosen.as_dict(),
+            "anchor_max_ml": anchor_max_ml, **head, "steps": rows}
 
 
 def main() -> None:

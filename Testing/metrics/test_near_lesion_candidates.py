@@ -37,7 +37,7 @@ def case() -> tuple[SimpleNamespace, np.ndarray]:
 def test_candidates_are_added_by_threshold_and_reach(script) -> None:
     prepared, mask = case()
     head, *rows = script.near_candidates(prepared, mask)
-    assert head == {"expert_lesions_reached_before": 1}
+    assert head == {"expert_lesions": 3, "expert_lesions_reached_before": 1}
     by = {(r["threshold"], r["reach_mm"]): r for r in rows}
     assert set(by) == {(t, r) for t in script.THRESHOLDS for r in script.REACH_MM}
     assert by[(0.1, 3.0)]["candidates_added"] == 0 and by[(0.1, 3.0)]["expert_lesions_reached_after"] == 1
