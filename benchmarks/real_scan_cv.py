@@ -107,7 +107,7 @@ SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
 STEPS = ("threshold", "size", "edge", "contralateral", "contralateral_search", "flips", "grow", "adc", "bilateral",
-         "edge_keep", "margin", "margin_fraction", "margin_mirror")
+         "edge_keep", "margin", "margin_fraction", "margin_mirror", "satellite")
 GRID = {
     "threshold": (0.3, 0.4, 0.5, 0.6, 0.7),
     "size": (0.0, 0.03, 0.1, 0.3),
@@ -143,6 +143,10 @@ GRID = {
     # in every setting with a margin and off in every one without (issue 13's rule 111), so it is
     # never chosen for or against by itself
     "margin_mirror": (None, 1.2),
+    # the satellite exemption (postprocess.PostProcessing.satellite_mm): a lesion that only the
+    # edge or contralateral check drops is kept within this distance (mm) of a lesion that passes
+    # every check; only with one of those checks on; off first, so a tie keeps it off (issue 13's rule 132)
+    "satellite": (None, 10.0, 20.0),
 }
 # the margin step's floor where only margin_fraction is searched: below it lies the tissue just
 # outside both the experts' labels (1.08-1.10 x the brain's DWI) and the generator's (1.21 x)
@@ -193,7 +197,7 @@ class Prepared:
                 probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
                 contralateral=self.contralateral(search_mm), grow_threshold=grow_threshold,
-                adc_ratio=self.adc_ratio,
+                adc_ratio=self.adc_ratio, spacing_mm=self.study.dwi.spacing_mm,
             )
             if bilateral_mm is not None:
                 components = self._components[key]
@@ -393,11 +397,12 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
                            bilateral_partner_total=bilateral_total and b is not None,
                            edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
-                           margin_lesion_fraction=q, margin_mirror_ratio=w)
-            for t, s, e, c, r, f, g, a, b, k, m, q, w in itertools.product(*axes)
+                           margin_lesion_fraction=q, margin_mirror_ratio=w, satellite_mm=v)
+            for t, s, e, c, r, f, g, a, b, k, m, q, w, v in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
             and (q is None or m is not None or "margin" not in steps)
             and ("margin_mirror" not in steps or (w is None) == (m is None and q is None))
+            and (v is None or e is not None or c is not None)
             for share in (bilateral_fractions if b is not None else (0.0,))]
 
 

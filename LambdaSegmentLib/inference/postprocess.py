@@ -41,6 +41,15 @@ new faint component appears). Steps, in order, on those components:
    a bright DWI spot whose ADC is as high as the brain's is T2 shine-through or an EPI
    pile-up at the skull base, which radiologists rule out on the ADC map the same way.
 
+With ``satellite_mm``, a component that fails only the edge check (2) or the contralateral
+check (3), and passes every other, is kept anyway when one of its voxels lies within that many
+mm (3D, on the voxel grid's own spacing) of a lesion that passes every check (an anchor; the
+anchors are those of the checks alone, so one exemption never anchors another). Stroke lesions
+cluster: the satellites of a territorial infarct and the specks of an embolic shower lie beside
+the larger lesion, often in the cortex near the brain's edge or nearly as bright as their
+mirror, while the rims these two checks are for lie at the brain's edge away from any lesion
+(issue 13's rule 132). The bilateral, size and ADC checks still hold for an exempted component.
+
 6. ``margin_dwi_ratio``: after the checks, the tissue within :data:`MARGIN_REACH_MM` of a kept
    lesion, inside the brain, whose DWI is at least this many times the brain's median DWI joins
    the lesion (:func:`with_margin`). Experts draw a lesion out to where its DWI fades to nearly
@@ -113,6 +122,8 @@ class PostProcessing:
             (None = the floor alone).
         margin_mirror_ratio: with the margin step, the smallest smoothed DWI / registered mirror
             DWI of a voxel that joins (None = no mirror check).
+        satellite_mm: a component dropped by the edge or contralateral check alone is kept when it
+            lies within this distance (mm) of a component that passes every check (None = off).
     """
 
     threshold: float = 0.5
@@ -130,6 +141,7 @@ class PostProcessing:
     margin_dwi_ratio: float | None = None
     margin_lesion_fraction: float | None = None
     margin_mirror_ratio: float | None = None
+    satellite_mm: float | None = None
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
@@ -157,6 +169,12 @@ class PostProcessing:
                             self.margin_dwi_ratio)
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
+        if self.satellite_mm is not None:
+            if not (np.isfinite(self.satellite_mm) and self.satellite_mm >= 0.0):
+                raise ValueError(f"satellite_mm must be a distance >= 0 in mm, not {self.satellite_mm}")
+            if self.min_edge_depth_mm is None and self.contralateral_ratio is None:
+                raise ValueError("satellite_mm is set but neither the edge check nor the contralateral check is on: "
+                                 "give min_edge_depth_mm or contralateral_ratio too")
 
     @property
     def candidate_threshold(self) -> float:
@@ -223,6 +241,8 @@ class Components:
             true, all partners' voxels together) as a share of the component's own (0 = no
             partner; :func:`bilateral_partners`), the radius they were sought within (mm), and
             whether the partners were counted together; None when not computed.
+        spacing_mm: the grid's (i, j, k) voxel spacing, for ``satellite_mm``'s distances; None
+            when not given.
     """
 
     labels: np.ndarray
@@ -231,19 +251,22 @@ class Components:
     contralateral_ratio: np.ndarray
     relative_adc: np.ndarray
     bilateral: tuple[np.ndarray, float, bool] | None = None
+    spacing_mm: tuple[float, float, float] | None = None
 
     def keep(self, settings: PostProcessing) -> np.ndarray:
-        """(n,) bool: which components pass every enabled check."""
+        """(n,) bool: which components pass every enabled check, and with ``satellite_mm`` the
+        exempted satellites (module docstring)."""
         keep = self.volume_ml >= settings.min_lesion_ml
+        placed = np.ones_like(keep)  # the edge and contralateral checks, which a satellite may fail
         if settings.min_edge_depth_mm is not None:
             shallow = self.edge_depth_mm < settings.min_edge_depth_mm
             if settings.edge_keep_ratio is not None:
                 if np.isnan(self.contralateral_ratio).any():
                     raise ValueError("edge_keep_ratio is set but the components were found without the contralateral DWI")
                 shallow &= self.contralateral_ratio < settings.edge_keep_ratio
-            keep &= ~shallow
+            placed &= ~shallow
         if settings.contralateral_ratio is not None:
-            keep &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
+            placed &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
         if settings.max_relative_adc is not None:
             if np.isnan(self.relative_adc).any():
                 raise ValueError("max_relative_adc is set but the components were found without the ADC")
@@ -257,13 +280,45 @@ class Components:
                                  f"partners were counted {'together' if self.bilateral[2] else 'one at a time'}")
             share = self.bilateral[0]
             keep &= ~((share > 0.0) & (share >= settings.bilateral_partner_fraction))
-        return keep
+        if settings.satellite_mm is None:
+            return keep & placed
+        if self.spacing_mm is None:
+            raise ValueError("satellite_mm is set but the components were found without the grid's spacing")
+        anchors = keep & placed
+        near = anchor_distance_mm(self.labels, anchors, self.spacing_mm) <= settings.satellite_mm
+        return anchors | (keep & ~placed & near)
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
         """uint8 (nk, nj, ni) final mask for ``settings`` (its threshold and grow threshold must be
         the ones these components came from)."""
         table = np.concatenate([[False], self.keep(settings)])
         return table[self.labels].astype(np.uint8)
+
+
+def anchor_distance_mm(labels: np.ndarray, anchors: np.ndarray, spacing_mm: tuple[float, float, float]) -> np.ndarray:
+    """(n,) float64: each component's smallest distance (mm, voxel centre to centre, 3D) to a
+    voxel of an ``anchors`` component; 0 for an anchor itself, inf when there is no anchor.
+
+    Args:
+        labels: int (nk, nj, ni), 0 = background, 1..n the components.
+        anchors: (n,) bool, which components are anchors.
+        spacing_mm: (i, j, k) voxel spacing, as on a :class:`Volume`.
+
+    The transform runs on the components' bounding box, which holds every anchor voxel, so the
+    distances are those of the whole grid.
+    """
+    labels = np.asarray(labels)
+    anchors = np.asarray(anchors, dtype=bool)
+    distance = np.full(anchors.shape, np.inf)
+    if not anchors.any():
+        return distance
+    box = ndimage.find_objects((labels > 0).astype(np.uint8))[0]
+    local = labels[box]
+    anchor_voxels = np.concatenate([[False], anchors])[local]
+    to_anchor = ndimage.distance_transform_edt(~anchor_voxels, sampling=tuple(spacing_mm[::-1]))
+    present = np.unique(local[local > 0])
+    distance[present - 1] = np.asarray(ndimage.minimum(to_anchor, local, present), dtype=np.float64).reshape(-1)
+    return distance
 
 
 def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> np.ndarray:
@@ -425,6 +480,7 @@ def find_components(
     contralateral: np.ndarray | None = None,
     grow_threshold: float | None = None,
     adc_ratio: np.ndarray | None = None,
+    spacing_mm: tuple[float, float, float] | None = None,
 ) -> Components:
     """The components of :func:`candidates` (``probability >= threshold`` inside ``brain``, grown
     to ``grow_threshold`` when given), with their check values.
@@ -436,6 +492,7 @@ def find_components(
         depth_mm: :func:`edge_depth_mm` of ``brain``.
         dwi_smoothed, contralateral: :func:`LambdaSegmentLib.preprocessing.symmetry.contralateral_dwi`'s pair, or None.
         adc_ratio: :func:`relative_adc` of the study, or None.
+        spacing_mm: the grid's (i, j, k) voxel spacing (``PostProcessing.satellite_mm`` needs it), or None.
     """
     candidate = candidates(probability, threshold, brain, grow_threshold)
     labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
@@ -456,7 +513,8 @@ def find_components(
         adc_median = np.asarray(ndimage.median(adc_ratio[candidate], inside, index), dtype=np.float64).reshape(-1)
     else:
         adc_median = np.full(count, np.nan)
-    return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median)
+    return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median,
+                      spacing_mm=None if spacing_mm is None else tuple(float(s) for s in spacing_mm))
 
 
 def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int], *,
@@ -579,6 +637,7 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         contralateral=pair[1],
         grow_threshold=settings.grow_threshold,
         adc_ratio=relative_adc(np.asarray(adc.array), brain) if settings.needs_adc and brain.any() else None,
+        spacing_mm=probability.spacing_mm,
     )
     if settings.bilateral_partner_mm is not None:
         mirrored = (registration.mirrored_labels(components.labels) if registration is not None

@@ -186,3 +186,19 @@ def test_the_margin_s_mirror_check_is_on_exactly_where_the_margin_is(cv) -> None
     assert [(s.margin_lesion_fraction, s.margin_mirror_ratio) for s in settings] == [
         (None, None), (0.2, 1.2), (0.3, 1.2), (0.4, 1.2), (0.5, 1.2)]
     assert all(s.margin_mirror_ratio is None for s in cv.candidate_settings(("margin_fraction",)))
+
+
+def test_the_satellite_exemption_is_searched_only_beside_a_check_it_lifts(cv, load_script) -> None:
+    """Rule 132's grid: off, 10 and 20 mm wherever the edge or contralateral check is on, and
+    off alone where neither is; unsearched, it is never set."""
+    settings = cv.candidate_settings(("threshold", "edge", "contralateral", "satellite"))
+    plain = cv.candidate_settings(("threshold", "edge", "contralateral"))
+    with_checks = [s for s in plain if s.min_edge_depth_mm is not None or s.contralateral_ratio is not None]
+    assert len(settings) == len(plain) + 2 * len(with_checks)
+    assert {s.satellite_mm for s in settings} == {None, 10.0, 20.0}
+    assert all(s.min_edge_depth_mm is not None or s.contralateral_ratio is not None
+               for s in settings if s.satellite_mm is not None)
+    assert all(s.satellite_mm is None for s in plain)
+    table = load_script("benchmarks/real_scan_cv_table.py")
+    assert table.settings(PostProcessing(min_edge_depth_mm=6.0, satellite_mm=10.0).as_dict()) == (
+        "t 0.5, depth ≥ 6 mm, satellites kept within 10 mm")

@@ -7,7 +7,9 @@ import pytest
 from scipy import ndimage
 
 from LambdaSegmentLib.inference.postprocess import (
+    Components,
     PostProcessing,
+    anchor_distance_mm,
     bilateral_partners,
     edge_depth_mm,
     find_components,
@@ -313,7 +315,8 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "bilateral_partner_total": False,
-             "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2}
+             "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2,
+             "satellite_mm": 10.0}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -623,3 +626,93 @@ def test_the_margin_s_mirror_check_keeps_one_sided_tissue_and_drops_bilateral() 
         PostProcessing(margin_mirror_ratio=1.2)
     with pytest.raises(ValueError, match="margin_mirror_ratio must be a positive DWI ratio"):
         PostProcessing(margin_dwi_ratio=1.2, margin_mirror_ratio=0.0)
+
+
+def satellite_scene(spacing: tuple[float, float, float]) -> tuple[Volume, np.ndarray]:
+    """A box brain on ``spacing`` (i, j, k) with a deep lesion (slice 4, rows 18-21, columns
+    10-13) and four one-voxel marks at the brain's edge (row 2, 16 rows from the lesion): on the
+    lesion's slice 4 columns and 20 columns off, one slice off and two slices off."""
+    shape = (9, 40, 40)
+    brain = np.zeros(shape, bool)
+    brain[:, 2:38, 2:38] = True
+    probability = np.zeros(shape, np.float32)
+    probability[4, 18:22, 10:14] = 0.9  # deep: the anchor
+    for k, i in ((4, 17), (4, 33), (5, 12), (6, 10)):
+        probability[k, 2, i] = 0.8  # depth 1 voxel, under the edge check's 4 mm
+    return Volume(probability, spacing), brain
+
+
+def test_satellites_near_a_kept_lesion_escape_the_edge_check_in_millimetres() -> None:
+    volume, brain = satellite_scene((2.0, 2.0, 2.0))
+    kept = lambda **kw: np.asarray(postprocess(volume, volume, brain, PostProcessing(  # noqa: E731
+        min_edge_depth_mm=4.0, **kw)).array) != 0
+    assert kept().sum() == 16  # the edge check alone: the lesion only
+    # the three near marks lie 32.98, 32.06 and 32.25 mm from the lesion's nearest voxel, the far one 51.2 mm
+    assert kept(satellite_mm=32.0).sum() == 16
+    wide = kept(satellite_mm=33.0)
+    assert wide[4, 2, 17] and wide[5, 2, 12] and wide[6, 2, 10] and not wide[4, 2, 33]
+    assert wide.sum() == 19
+
+
+def test_satellite_distances_follow_the_slice_spacing() -> None:
+    volume, brain = satellite_scene((2.0, 2.0, 6.0))  # thick slices: one slice off is 6 mm along k
+    labels, count = ndimage.label(np.asarray(volume.array) >= 0.5, structure=np.ones((3, 3, 3), bool))
+    anchor = np.zeros(count, bool)
+    anchor[labels[4, 19, 11] - 1] = True
+    distance = anchor_distance_mm(labels, anchor, volume.spacing_mm)
+    at = lambda k, j, i: distance[labels[k, j, i] - 1]  # noqa: E731
+    assert at(4, 19, 11) == 0.0
+    assert at(5, 2, 12) == pytest.approx(np.hypot(32.0, 6.0))  # rows 2 -> 18, one 6 mm slice
+    assert at(6, 2, 10) == pytest.approx(np.hypot(32.0, 12.0))
+    assert at(4, 2, 33) == pytest.approx(np.hypot(32.0, 40.0))  # columns 33 -> 13
+    assert np.isinf(anchor_distance_mm(labels, np.zeros(count, bool), volume.spacing_mm)).all()
+    kept = np.asarray(postprocess(volume, volume, brain, PostProcessing(min_edge_depth_mm=4.0, satellite_mm=33.5)).array)
+    assert kept[5, 2, 12] and not kept[6, 2, 10] and kept[4, 2, 17]
+
+
+def hand_components(**values: np.ndarray) -> Components:
+    """Three one-voxel components on a 2 mm grid, 10 mm apart along i: an anchor, a satellite and
+    a satellite of the satellite; every check passes unless ``values`` says otherwise."""
+    labels = np.zeros((1, 1, 11), np.int32)
+    labels[0, 0, [0, 5, 10]] = (1, 2, 3)
+    plain = {"volume_ml": np.full(3, 0.008), "edge_depth_mm": np.full(3, 20.0),
+             "contralateral_ratio": np.full(3, 2.0), "relative_adc": np.full(3, 0.6)}
+    return Components(labels, **{**plain, **values}, bilateral=(np.zeros(3), 4.0, False), spacing_mm=(2.0, 2.0, 2.0))
+
+
+def test_the_satellite_exemption_lifts_only_the_edge_and_contralateral_checks() -> None:
+    settings = PostProcessing(min_edge_depth_mm=6.0, contralateral_ratio=1.2, satellite_mm=10.0,
+                              max_relative_adc=0.9, bilateral_partner_mm=4.0, min_lesion_ml=0.005)
+    shallow = hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0]))
+    assert shallow.keep(settings).tolist() == [True, True, True]
+    assert shallow.keep(PostProcessing(**{**settings.as_dict(), "satellite_mm": 9.9})).tolist() == [True, False, True]
+    faint = hand_components(contralateral_ratio=np.array([2.0, 1.0, 2.0]))
+    assert faint.keep(settings).tolist() == [True, True, True]
+    # no chains: the third is 10 mm from the exempted second and 20 mm from the anchor
+    chained = hand_components(edge_depth_mm=np.array([20.0, 1.0, 1.0]))
+    assert chained.keep(settings).tolist() == [True, True, False]
+    # the bilateral, ADC and size checks still hold for a satellite
+    for values in ({"relative_adc": np.array([0.6, 1.0, 0.6])}, {"volume_ml": np.array([0.008, 0.001, 0.008])}):
+        assert hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0]), **values).keep(settings).tolist() == [True, False, True]
+    paired = replace_bilateral(hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0])), np.array([0.0, 1.0, 0.0]))
+    assert paired.keep(settings).tolist() == [True, False, True]
+    # without an anchor there is nothing to be a satellite of
+    assert hand_components(edge_depth_mm=np.full(3, 1.0)).keep(settings).tolist() == [False, False, False]
+    with pytest.raises(ValueError, match="without the grid's spacing"):
+        Components(shallow.labels, shallow.volume_ml, shallow.edge_depth_mm, shallow.contralateral_ratio,
+                   shallow.relative_adc, shallow.bilateral).keep(settings)
+
+
+def replace_bilateral(components: Components, share: np.ndarray) -> Components:
+    from dataclasses import replace
+
+    return replace(components, bilateral=(share, 4.0, False))
+
+
+def test_satellite_setting_is_refused_without_a_check_to_lift() -> None:
+    with pytest.raises(ValueError, match="neither the edge check nor the contralateral check"):
+        PostProcessing(satellite_mm=10.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="satellite_mm must be a distance"):
+            PostProcessing(min_edge_depth_mm=6.0, satellite_mm=bad)
+    assert PostProcessing(contralateral_ratio=1.1, satellite_mm=0.0).satellite_mm == 0.0
