@@ -15,7 +15,9 @@ step to the one before:
    ``bilateral`` (a step the search left off is not a stage).
 
 The last stage is the row's own mask: its volume Dice must equal the result file's, or the
-script stops (the re-run is not the run the row scored). Per stage: expert lesions
+script stops (the re-run is not the run the row scored). ``--then FIELD=VALUE ...`` adds stages
+after it, each the chosen settings with one field changed (e.g. ``satellite_mm=10``, rule 132):
+what a step would do on the row where its search did not choose it, read for nothing. Per stage: expert lesions
 (26-connected components of the reference, as the lesion-wise F1) reached by the mask, of
 them those of 5-25 voxels (``small_lesion_detection.py``'s emboli), expert voxels covered,
 predicted and false-positive mL, volume Dice and lesion F1. Per expert lesion: its voxels, the
@@ -107,9 +109,11 @@ def check_values(prepared: Prepared, settings: PostProcessing, lesion: np.ndarra
     return out
 
 
-def attrition(prepared: Prepared, chosen: PostProcessing) -> dict[str, Any]:
-    """The per-stage table and the per-lesion record (module docstring) for one prepared case."""
-    plan = stages(chosen)
+def attrition(prepared: Prepared, chosen: PostProcessing, then: tuple[tuple[str, float | None], ...] = ()) -> dict[str, Any]:
+    """The per-stage table and the per-lesion record (module docstring) for one prepared case;
+    each ``then`` item (a PostProcessing field, a value) adds a stage after the chosen settings:
+    those settings with that one field changed (``--then``; what a step would do, not what ran)."""
+    plan = stages(chosen) + [(f"then {field}={value}", replace(chosen, **{field: value})) for field, value in then]
     masks = [prepared.mask(settings) != 0 for _, settings in plan]
     labels, count = label_lesions(prepared.truth)
     sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
@@ -178,9 +182,9 @@ def prepared_as_scored(result_path: Path, fold: str, *, regions: bool,
     return entry, chosen, prepared
 
 
-def run(result_path: Path, fold: str) -> dict[str, Any]:
+def run(result_path: Path, fold: str, then: tuple[tuple[str, float | None], ...] = ()) -> dict[str, Any]:
     entry, chosen, prepared = prepared_as_scored(result_path, fold, regions=True)
-    out = attrition(prepared, chosen)
+    out = attrition(prepared, chosen, then)
     return {"result": str(result_path), "fold": fold, "held_out_case": FOLDS[fold][1], "package_dir": entry["package_dir"],
             "partner_package_dir": entry.get("partner_package_dir"), "chosen": chosen.as_dict(), **out}
 
@@ -199,6 +203,17 @@ def run_synthetic(seed: int, ranges: dict[str, Any], package: ModelPackage) -> d
     return {"seed": seed, "skull_stripped": bool(made.params.get("skull_stripped")), "chosen": chosen.as_dict(), **out}
 
 
+def then_item(text: str) -> tuple[str, float | None]:
+    """``--then``'s FIELD=VALUE: a PostProcessing field and a number (or ``none``)."""
+    field, _, value = text.partition("=")
+    if field not in PostProcessing.__dataclass_fields__ or not value:
+        raise argparse.ArgumentTypeError(f"{text!r}: give FIELD=VALUE with a PostProcessing field")
+    try:
+        return field, None if value.lower() == "none" else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the value must be a number or none") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="*", type=Path, help="real_scan_cv.py result files")
@@ -208,6 +223,9 @@ def main() -> None:
     parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="their generator ranges")
     parser.add_argument("--package", default=None, help="the package for --synthetic-seeds (default: the bundled one)")
     parser.add_argument("--label", required=True, help="results file: benchmarks/results/lesion_attrition_LABEL.json")
+    parser.add_argument("--then", type=then_item, nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="after the chosen settings, a stage with this one PostProcessing field changed "
+                             "(e.g. satellite_mm=10; 'none' turns a step off): what the step would do on the row")
     args = parser.parse_args()
     if (args.synthetic_seeds is None) == (not args.results or args.fold is None):
         parser.error("give result files with --fold, or --synthetic-seeds")
@@ -226,7 +244,7 @@ def main() -> None:
         print(f"wrote {output.relative_to(REPO)}")
         return
     for path in args.results:
-        row = run(path, args.fold)
+        row = run(path, args.fold, tuple(args.then))
         rows.append(row)
         print(f"{path.name} (fold {args.fold}, held out {row['held_out_case']}; chosen threshold {row['chosen']['threshold']}):")
         for stage in row["stages"]:

@@ -49,7 +49,7 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
 
     def components(threshold):
         return find_components(probability, threshold, brain=brain, voxel_volume_mm3=8.0, depth_mm=depth,
-                               dwi_smoothed=dwi, contralateral=mirror)
+                               dwi_smoothed=dwi, contralateral=mirror, spacing_mm=(2.0, 2.0, 2.0))
 
     prepared = SimpleNamespace(
         truth=truth, brain=brain, depth_mm=depth, posterior_fossa=None,
@@ -66,6 +66,16 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
     assert "checks" not in lost["threshold"]  # the threshold is no check: nothing to report
     assert lost["edge"]["checks"] == [{"voxels": 8, "edge_depth_mm": 2.0, "contralateral_ratio": 2.0, "partner_share": None}]
     assert lost["contralateral"]["checks"][0]["contralateral_ratio"] == 1.0
+    # --then: the chosen settings with one step changed, after the row's own mask (rule 132's
+    # satellites: the shallow lesion lies 14 mm from the kept one, the symmetric one 19.8 mm)
+    chosen = PostProcessing(threshold=0.6, min_edge_depth_mm=6.0, contralateral_ratio=1.2)
+    out = script.attrition(prepared, chosen, (("satellite_mm", 15.0), ("satellite_mm", 20.0)))
+    assert [row["stage"] for row in out["stages"]][-3:] == ["contralateral", "then satellite_mm=15.0", "then satellite_mm=20.0"]
+    assert [row["lesions_reached"] for row in out["stages"]] == [4, 3, 2, 1, 2, 3]
+    assert out["stages"][-1]["settings"]["satellite_mm"] == 20.0
+    assert script.then_item("satellite_mm=none") == ("satellite_mm", None)
+    with pytest.raises(Exception, match="PostProcessing field"):
+        script.then_item("satellites=10")
 
 
 def test_a_paired_row_s_partner_must_be_the_network_it_scored(script, tmp_path) -> None:
