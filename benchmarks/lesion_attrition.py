@@ -15,7 +15,7 @@ step to the one before:
    ``bilateral`` (a step the search left off is not a stage).
 
 The last stage is the row's own mask: its volume Dice must equal the result file's, or the
-script stops (the re-run is not the run the row scored). ``--then FIELD=VALUE ...`` adds stages
+script stops (the re-run is not the run the row scored). ``--then FIELD=VALUE`` (repeatable) adds stages
 after it, each the chosen settings with one field changed (e.g. ``satellite_mm=10``, rule 132):
 what a step would do on the row where its search did not choose it, read for nothing. Per stage: expert lesions
 (26-connected components of the reference, as the lesion-wise F1) reached by the mask, of
@@ -223,9 +223,10 @@ def main() -> None:
     parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="their generator ranges")
     parser.add_argument("--package", default=None, help="the package for --synthetic-seeds (default: the bundled one)")
     parser.add_argument("--label", required=True, help="results file: benchmarks/results/lesion_attrition_LABEL.json")
-    parser.add_argument("--then", type=then_item, nargs="+", default=[], metavar="FIELD=VALUE",
+    parser.add_argument("--then", type=then_item, action="append", default=[], metavar="FIELD=VALUE",
                         help="after the chosen settings, a stage with this one PostProcessing field changed "
-                             "(e.g. satellite_mm=10; 'none' turns a step off): what the step would do on the row")
+                             "(e.g. satellite_mm=10; 'none' turns a step off; repeat for more stages): what the "
+                             "step would do on the row")
     args = parser.parse_args()
     if (args.synthetic_seeds is None) == (not args.results or args.fold is None):
         parser.error("give result files with --fold, or --synthetic-seeds")

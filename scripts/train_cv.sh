@@ -213,6 +213,10 @@ BILATERAL_FRACTION=${BILATERAL_FRACTION:-}
 [[ -n $BILATERAL_FRACTION ]] && STEPS+=(--bilateral-partner-fraction $BILATERAL_FRACTION)  # several: searched
 # BILATERAL_TOTAL=1 counts a lesion's mirror partners together (--bilateral-partner-total; rule 128).
 [[ ${BILATERAL_TOTAL:-0} == 1 ]] && STEPS+=(--bilateral-partner-total)
+# SATELLITE_MM=20 fixes the satellite exemption on at 20 mm (--satellite-mm; rule 133);
+# SEARCH_STEPS="... satellite" searches it instead (off, 10 or 20 mm; rule 132).
+SATELLITE_MM=${SATELLITE_MM:-}
+[[ -n $SATELLITE_MM ]] && STEPS+=(--satellite-mm "$SATELLITE_MM")
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 

@@ -202,3 +202,17 @@ def test_the_satellite_exemption_is_searched_only_beside_a_check_it_lifts(cv, lo
     table = load_script("benchmarks/real_scan_cv_table.py")
     assert table.settings(PostProcessing(min_edge_depth_mm=6.0, satellite_mm=10.0).as_dict()) == (
         "t 0.5, depth ≥ 6 mm, satellites kept within 10 mm")
+
+
+def test_a_fixed_satellite_distance_rides_with_every_setting_that_has_a_check_to_lift(cv) -> None:
+    """Rule 133: --satellite-mm fixes the exemption on; the search's settings are the plain ones,
+    with the distance wherever the edge or contralateral check is on and nowhere else."""
+    plain = cv.candidate_settings(("threshold", "edge", "contralateral"), bilateral_mm=4.0)
+    fixed = cv.candidate_settings(("threshold", "edge", "contralateral"), bilateral_mm=4.0, satellite_mm=20.0)
+    assert len(fixed) == len(plain)
+    for a, b in zip(plain, fixed):
+        lifts = a.min_edge_depth_mm is not None or a.contralateral_ratio is not None
+        assert b.satellite_mm == (20.0 if lifts else None)
+        assert b.as_dict() | {"satellite_mm": None} == a.as_dict()
+    with pytest.raises(ValueError, match="either fixed .* or searched"):
+        cv.candidate_settings(("threshold", "edge", "satellite"), satellite_mm=20.0)
