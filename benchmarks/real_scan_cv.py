@@ -377,7 +377,8 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
                        bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
-                       bilateral_total: bool = False, satellite_mm: float | None = None) -> list[PostProcessing]:
+                       bilateral_total: bool = False, satellite_mm: float | None = None,
+                       satellite_edge_only: bool = False) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
     bilateral step on at that radius in every setting, searched or not; wherever the step is on,
@@ -386,7 +387,11 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     winning a tie), and ``bilateral_total`` counts the partners together
     (``PostProcessing.bilateral_partner_total``, fixed, not searched); ``satellite_mm`` fixes the
     satellite exemption on at that distance in every setting with the edge or contralateral check
-    (``PostProcessing.satellite_mm``; issue 13's rule 133), where the step ``satellite`` searches it."""
+    (``PostProcessing.satellite_mm``; issue 13's rule 133), where the step ``satellite`` searches it;
+    with ``satellite_edge_only`` it lifts the edge check alone and rides only where that check is on
+    (``PostProcessing.satellite_edge_only``; rule 134)."""
+    if satellite_edge_only and satellite_mm is None:
+        raise ValueError("satellite_edge_only needs a fixed satellite_mm")
     if satellite_mm is not None and "satellite" in steps:
         raise ValueError("the satellite exemption is either fixed (satellite_mm) or searched (the step satellite), not both")
     grid = {**GRID, "threshold": tuple(thresholds)}
@@ -405,7 +410,8 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
                            bilateral_partner_total=bilateral_total and b is not None,
                            edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
                            margin_lesion_fraction=q, margin_mirror_ratio=w,
-                           satellite_mm=v if e is not None or c is not None else None)
+                           satellite_mm=v if e is not None or (c is not None and not satellite_edge_only) else None,
+                           satellite_edge_only=satellite_edge_only and e is not None)
             for t, s, e, c, r, f, g, a, b, k, m, q, w, v in itertools.product(*axes)
             if (c is not None or r == search_axis[0]) and (g is None or g < t) and (k is None or e is not None)
             and (q is None or m is not None or "margin" not in steps)
@@ -433,7 +439,8 @@ OBJECTIVES = {"dice": dice_score, "targets": targets_score}
 def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[str, ...],
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
            bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
-           bilateral_total: bool = False, satellite_mm: float | None = None) -> tuple[PostProcessing, float]:
+           bilateral_total: bool = False, satellite_mm: float | None = None,
+           satellite_edge_only: bool = False) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -441,7 +448,8 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     mean_score = lambda cases, settings: np.mean(  # noqa: E731
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
-    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions, bilateral_total, satellite_mm):
+    for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions, bilateral_total, satellite_mm,
+                                       satellite_edge_only):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -530,6 +538,9 @@ def main() -> None:
                         help="fix the satellite exemption on at this distance (mm) in every searched setting with the "
                              "edge or contralateral check (postprocess.PostProcessing.satellite_mm; issue 13's rule 133; "
                              "default: off unless --steps names satellite)")
+    parser.add_argument("--satellite-edge-only", action="store_true",
+                        help="with --satellite-mm, the exemption lifts the edge check alone (postprocess.PostProcessing."
+                             "satellite_edge_only; issue 13's rule 134)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -562,7 +573,7 @@ def main() -> None:
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
              args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large,
-             args.bilateral_partner_total, args.satellite_mm)
+             args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -580,7 +591,7 @@ def main() -> None:
                                "bilateral_partner_mm": args.bilateral_partner_mm,
                                "bilateral_partner_fraction": args.bilateral_partner_fraction,
                                "bilateral_partner_total": args.bilateral_partner_total,
-                               "satellite_mm": args.satellite_mm,
+                               "satellite_mm": args.satellite_mm, "satellite_edge_only": args.satellite_edge_only,
                                "validation_large": args.validation_large,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
@@ -604,7 +615,7 @@ def main() -> None:
                           for name, study, truth in search_studies]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
                                          args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
-                                         args.bilateral_partner_total, args.satellite_mm)
+                                         args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -652,7 +663,7 @@ def main() -> None:
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
          bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0,
-         bilateral_total: bool = False, satellite_mm: float | None = None) -> None:
+         bilateral_total: bool = False, satellite_mm: float | None = None, satellite_edge_only: bool = False) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
     ``large``: ``--validation-large``) and write it into its manifest."""
@@ -664,7 +675,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
                   for name, study, truth in validation_studies(extra_ranges, large)]
     settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions,
-                                 bilateral_total, satellite_mm)
+                                 bilateral_total, satellite_mm, satellite_edge_only)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -676,6 +687,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
                       if tuple(bilateral_fractions) != (0.0,) else "")
                    + (" --bilateral-partner-total" if bilateral_total else "")
                    + (f" --satellite-mm {satellite_mm:g}" if satellite_mm is not None else "")
+                   + (" --satellite-edge-only" if satellite_edge_only else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
                    + (f" --validation-large {large}" if large else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],

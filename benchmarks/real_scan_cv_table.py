@@ -85,7 +85,8 @@ def settings(post: dict) -> str:
                   else ", partners together" if together else "")
         parts.append(f"bilateral pairs dropped ({post['bilateral_partner_mm']:g} mm{detail})")
     if post.get("satellite_mm") is not None:  # rule 132
-        parts.append(f"satellites kept within {post['satellite_mm']:g} mm")
+        parts.append(f"satellites kept within {post['satellite_mm']:g} mm"
+                     + (" (edge check only)" if post.get("satellite_edge_only") else ""))
     if post.get("margin_dwi_ratio") is not None:
         parts.append(f"margin ≥ {post['margin_dwi_ratio']:g} × DWI"
                      + (f" and {post['margin_lesion_fraction']:g} of the lesion's" if post.get("margin_lesion_fraction") else "")

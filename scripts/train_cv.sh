@@ -217,6 +217,8 @@ BILATERAL_FRACTION=${BILATERAL_FRACTION:-}
 # SEARCH_STEPS="... satellite" searches it instead (off, 10 or 20 mm; rule 132).
 SATELLITE_MM=${SATELLITE_MM:-}
 [[ -n $SATELLITE_MM ]] && STEPS+=(--satellite-mm "$SATELLITE_MM")
+# SATELLITE_EDGE_ONLY=1: with SATELLITE_MM, the exemption lifts the edge check alone (rule 134).
+[[ ${SATELLITE_EDGE_ONLY:-0} == 1 ]] && STEPS+=(--satellite-edge-only)
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 

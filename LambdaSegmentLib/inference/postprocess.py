@@ -49,6 +49,8 @@ cluster: the satellites of a territorial infarct and the specks of an embolic sh
 the larger lesion, often in the cortex near the brain's edge or nearly as bright as their
 mirror, while the rims these two checks are for lie at the brain's edge away from any lesion
 (issue 13's rule 132). The bilateral, size and ADC checks still hold for an exempted component.
+With ``satellite_edge_only`` only the edge check is lifted: a satellite must still pass the
+contralateral ratio, so the exemption cannot stand in for a stricter ratio elsewhere (rule 134).
 
 6. ``margin_dwi_ratio``: after the checks, the tissue within :data:`MARGIN_REACH_MM` of a kept
    lesion, inside the brain, whose DWI is at least this many times the brain's median DWI joins
@@ -124,6 +126,7 @@ class PostProcessing:
             DWI of a voxel that joins (None = no mirror check).
         satellite_mm: a component dropped by the edge or contralateral check alone is kept when it
             lies within this distance (mm) of a component that passes every check (None = off).
+        satellite_edge_only: the exemption lifts the edge check alone, not the contralateral one.
     """
 
     threshold: float = 0.5
@@ -142,6 +145,7 @@ class PostProcessing:
     margin_lesion_fraction: float | None = None
     margin_mirror_ratio: float | None = None
     satellite_mm: float | None = None
+    satellite_edge_only: bool = False
 
     def __post_init__(self) -> None:
         if self.bilateral_partner_mm is not None and not self.bilateral_partner_mm >= 0.0:
@@ -175,6 +179,11 @@ class PostProcessing:
             if self.min_edge_depth_mm is None and self.contralateral_ratio is None:
                 raise ValueError("satellite_mm is set but neither the edge check nor the contralateral check is on: "
                                  "give min_edge_depth_mm or contralateral_ratio too")
+        if not isinstance(self.satellite_edge_only, bool):
+            raise ValueError(f"satellite_edge_only must be true or false, not {self.satellite_edge_only!r}")
+        if self.satellite_edge_only and (self.satellite_mm is None or self.min_edge_depth_mm is None):
+            raise ValueError("satellite_edge_only is set but the exemption or the edge check is off: "
+                             "give satellite_mm and min_edge_depth_mm too")
 
     @property
     def candidate_threshold(self) -> float:
@@ -257,16 +266,17 @@ class Components:
         """(n,) bool: which components pass every enabled check, and with ``satellite_mm`` the
         exempted satellites (module docstring)."""
         keep = self.volume_ml >= settings.min_lesion_ml
-        placed = np.ones_like(keep)  # the edge and contralateral checks, which a satellite may fail
+        deep = np.ones_like(keep)  # the edge check, which a satellite may fail
+        bright = np.ones_like(keep)  # the contralateral check, which it may fail unless satellite_edge_only
         if settings.min_edge_depth_mm is not None:
             shallow = self.edge_depth_mm < settings.min_edge_depth_mm
             if settings.edge_keep_ratio is not None:
                 if np.isnan(self.contralateral_ratio).any():
                     raise ValueError("edge_keep_ratio is set but the components were found without the contralateral DWI")
                 shallow &= self.contralateral_ratio < settings.edge_keep_ratio
-            placed &= ~shallow
+            deep &= ~shallow
         if settings.contralateral_ratio is not None:
-            placed &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
+            bright &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
         if settings.max_relative_adc is not None:
             if np.isnan(self.relative_adc).any():
                 raise ValueError("max_relative_adc is set but the components were found without the ADC")
@@ -280,13 +290,14 @@ class Components:
                                  f"partners were counted {'together' if self.bilateral[2] else 'one at a time'}")
             share = self.bilateral[0]
             keep &= ~((share > 0.0) & (share >= settings.bilateral_partner_fraction))
+        anchors = keep & deep & bright
         if settings.satellite_mm is None:
-            return keep & placed
+            return anchors
         if self.spacing_mm is None:
             raise ValueError("satellite_mm is set but the components were found without the grid's spacing")
-        anchors = keep & placed
+        liftable = keep & bright if settings.satellite_edge_only else keep
         near = anchor_distance_mm(self.labels, anchors, self.spacing_mm) <= settings.satellite_mm
-        return anchors | (keep & ~placed & near)
+        return anchors | (liftable & near)
 
     def mask(self, settings: PostProcessing) -> np.ndarray:
         """uint8 (nk, nj, ni) final mask for ``settings`` (its threshold and grow threshold must be

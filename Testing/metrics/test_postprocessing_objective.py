@@ -216,3 +216,17 @@ def test_a_fixed_satellite_distance_rides_with_every_setting_that_has_a_check_to
         assert b.as_dict() | {"satellite_mm": None} == a.as_dict()
     with pytest.raises(ValueError, match="either fixed .* or searched"):
         cv.candidate_settings(("threshold", "edge", "satellite"), satellite_mm=20.0)
+
+
+def test_an_edge_only_exemption_rides_only_where_the_edge_check_is_on(cv) -> None:
+    """Rule 134: with --satellite-edge-only the fixed exemption is set, edge-only, exactly where the
+    edge check is on; a setting with the contralateral check alone gets none."""
+    plain = cv.candidate_settings(("threshold", "edge", "contralateral"), bilateral_mm=4.0)
+    fixed = cv.candidate_settings(("threshold", "edge", "contralateral"), bilateral_mm=4.0, satellite_mm=20.0,
+                                  satellite_edge_only=True)
+    assert len(fixed) == len(plain)
+    for a, b in zip(plain, fixed):
+        on = a.min_edge_depth_mm is not None
+        assert (b.satellite_mm, b.satellite_edge_only) == ((20.0, True) if on else (None, False))
+    with pytest.raises(ValueError, match="needs a fixed satellite_mm"):
+        cv.candidate_settings(("threshold", "edge"), satellite_edge_only=True)

@@ -316,7 +316,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "bilateral_partner_total": False,
              "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2,
-             "satellite_mm": 10.0}
+             "satellite_mm": 10.0, "satellite_edge_only": True}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
@@ -696,6 +696,12 @@ def test_the_satellite_exemption_lifts_only_the_edge_and_contralateral_checks() 
         assert hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0]), **values).keep(settings).tolist() == [True, False, True]
     paired = replace_bilateral(hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0])), np.array([0.0, 1.0, 0.0]))
     assert paired.keep(settings).tolist() == [True, False, True]
+    # edge only (rule 134): a shallow satellite is still kept, a faint one no longer
+    edge_only = PostProcessing(**{**settings.as_dict(), "satellite_edge_only": True})
+    assert shallow.keep(edge_only).tolist() == [True, True, True]
+    assert faint.keep(edge_only).tolist() == [True, False, True]
+    both = hand_components(edge_depth_mm=np.array([20.0, 1.0, 20.0]), contralateral_ratio=np.array([2.0, 1.0, 2.0]))
+    assert both.keep(settings).tolist() == [True, True, True] and both.keep(edge_only).tolist() == [True, False, True]
     # without an anchor there is nothing to be a satellite of
     assert hand_components(edge_depth_mm=np.full(3, 1.0)).keep(settings).tolist() == [False, False, False]
     with pytest.raises(ValueError, match="without the grid's spacing"):
@@ -716,3 +722,9 @@ def test_satellite_setting_is_refused_without_a_check_to_lift() -> None:
         with pytest.raises(ValueError, match="satellite_mm must be a distance"):
             PostProcessing(min_edge_depth_mm=6.0, satellite_mm=bad)
     assert PostProcessing(contralateral_ratio=1.1, satellite_mm=0.0).satellite_mm == 0.0
+    with pytest.raises(ValueError, match="satellite_edge_only is set but the exemption or the edge check is off"):
+        PostProcessing(contralateral_ratio=1.1, satellite_mm=10.0, satellite_edge_only=True)
+    with pytest.raises(ValueError, match="satellite_edge_only is set but"):
+        PostProcessing(min_edge_depth_mm=6.0, satellite_edge_only=True)
+    with pytest.raises(ValueError, match="satellite_edge_only must be true or false"):
+        PostProcessing(min_edge_depth_mm=6.0, satellite_mm=10.0, satellite_edge_only="yes")
