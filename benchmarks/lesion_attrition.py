@@ -68,7 +68,7 @@ STEP_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("contralateral", ("contralateral_ratio", "contralateral_search_mm")),
     ("adc", ("max_relative_adc",)),
     ("bilateral", ("bilateral_partner_mm", "bilateral_partner_fraction")),
-    ("satellite", ("satellite_mm",)),  # rule 132: brings back what edge / contralateral dropped
+    ("satellite", ("satellite_mm", "satellite_edge_only")),  # rules 132-134: brings back what edge / contralateral dropped
 )
 
 

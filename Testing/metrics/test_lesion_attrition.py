@@ -26,6 +26,8 @@ def test_the_stages_add_the_chosen_steps_in_the_product_s_order(script) -> None:
     assert [name for name, _ in plan] == ["bare 0.5", "threshold", "edge", "contralateral", "bilateral"]
     assert plan[0][1] == PostProcessing() and plan[1][1] == PostProcessing(threshold=0.7)
     assert plan[2][1] == PostProcessing(threshold=0.7, min_edge_depth_mm=6.0) and plan[-1][1] == chosen
+    satellites = PostProcessing(threshold=0.4, min_edge_depth_mm=6.0, satellite_mm=20.0, satellite_edge_only=True)
+    assert [name for name, _ in script.stages(satellites)][-2:] == ["edge", "satellite"]  # rule 134's rows end at theirs
     # a step the search left off is no stage
     assert [name for name, _ in script.stages(PostProcessing(threshold=0.4))] == ["bare 0.5", "threshold"]
 
