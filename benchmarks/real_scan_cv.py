@@ -568,6 +568,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.validation_large < 0:
         parser.error(f"--validation-large must be a count >= 0, not {args.validation_large}")
+    if args.satellite_edge_only and args.satellite_mm is None:
+        parser.error("--satellite-edge-only needs --satellite-mm")
+    if args.satellite_mm is not None and "satellite" in args.steps:
+        parser.error("--satellite-mm fixes the satellite exemption; --steps may not also search it (satellite)")
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
