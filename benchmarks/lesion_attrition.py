@@ -15,12 +15,15 @@ step to the one before:
    ``bilateral`` (a step the search left off is not a stage).
 
 The last stage is the row's own mask: its volume Dice must equal the result file's, or the
-script stops (the re-run is not the run the row scored). ``--then FIELD=VALUE`` (repeatable) adds stages
+script stops (the re-run is not the run the row scored). ``--thick`` does all of this on the
+case as the rows score it at 6 mm instead (3 slices averaged, reference = slab majority;
+``real_scan_cv.load_real``), where lesion sizes count the slabs' voxels. ``--then FIELD=VALUE`` (repeatable) adds stages
 after it, each the chosen settings with one field changed (e.g. ``satellite_mm=10``, rule 132):
 what a step would do on the row where its search did not choose it, read for nothing. Per stage: expert lesions
 (26-connected components of the reference, as the lesion-wise F1) reached by the mask, of
 them those of 5-25 voxels (``small_lesion_detection.py``'s emboli), expert voxels covered,
-predicted and false-positive mL, volume Dice and lesion F1. Per expert lesion: its voxels, the
+predicted and false-positive mL, predicted components touching no expert lesion (lesion F1's
+false positives), volume Dice and lesion F1. Per expert lesion: its voxels, the
 stages that reach it, the step that loses it (the first stage that no longer reaches it when the
 stage before did: ``threshold`` when the chosen threshold lies above 0.5, else a check), and,
 for a lesion a check drops, what the check saw on the candidate components that held it
@@ -58,6 +61,7 @@ from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.inference.package import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+from LambdaSegmentLib.metrics.isles import lesion_detection  # noqa: E402
 
 SMALL_VOXELS = (5, 25)  # small_lesion_detection.py's 5-25-voxel bin: the emboli the rules count
 # the product's steps after the threshold, in the order Components.keep applies them, with the
@@ -130,6 +134,7 @@ def attrition(prepared: Prepared, chosen: PostProcessing, then: tuple[tuple[str,
             "lesions_reached": int(reached[s].sum()), "lesions": int(count),
             "small_reached": int(reached[s, small].sum()), "small": int(small.sum()),
             "expert_voxels_covered": int(np.count_nonzero(mask & prepared.truth)),
+            "false_positive_components": lesion_detection(mask, prepared.truth).false_positives,
             **{key: round(float(row[key]), 4) for key in ("volume_dice", "lesion_f1", "predicted_ml", "fp_ml")},
         })
     lesions = []
@@ -157,12 +162,12 @@ def scored_package(result_path: Path, entry: dict[str, Any], key: str) -> ModelP
     return package
 
 
-def prepared_as_scored(result_path: Path, fold: str, *, regions: bool,
-                       tool: str = "lesion_attrition") -> tuple[dict[str, Any], PostProcessing, Prepared]:
+def prepared_as_scored(result_path: Path, fold: str, *, regions: bool, tool: str = "lesion_attrition",
+                       thick: bool = False) -> tuple[dict[str, Any], PostProcessing, Prepared]:
     """(the result's fold entry, the post-processing its search chose, the fold's held-out case
-    prepared natively as the row ran it: its package checked against the scored weights, seeded
-    and paired as the row was). Stops, naming ``tool``, unless the chosen mask's volume Dice is
-    the result's: otherwise this is not the run the row scored."""
+    prepared natively, or as 6 mm slabs if ``thick``, as the row ran it: its package checked
+    against the scored weights, seeded and paired as the row was). Stops, naming ``tool``, unless
+    the chosen mask's volume Dice is the result's: otherwise this is not the run the row scored."""
     result = json.loads(result_path.read_text())
     entry = result["folds"][fold]
     chosen = PostProcessing(**entry["postprocessing"])
@@ -173,8 +178,9 @@ def prepared_as_scored(result_path: Path, fold: str, *, regions: bool,
         if entry.get("partner_package_dir"):  # two networks averaged, as the row ran them (rule 94)
             partner = scored_package(result_path, entry, "partner_package_dir")
             package = paired_package(package, partner, Path(pairs) / fold)
-        prepared = prepare(f"{held_out}-native", *load_real(held_out, False), package, regions=regions, seed_package=seed)
-    expected = entry["scores"]["native"]["model"]["volume_dice"]
+        way = "6mm" if thick else "native"
+        prepared = prepare(f"{held_out}-{way}", *load_real(held_out, thick), package, regions=regions, seed_package=seed)
+    expected = entry["scores"][way]["model"]["volume_dice"]
     measured = score(prepared, prepared.mask(chosen))["volume_dice"]
     if abs(measured - expected) > 1e-9:
         raise SystemExit(f"{tool}: {result_path} fold {fold}: volume Dice {measured:.6f} here, "
@@ -182,10 +188,11 @@ def prepared_as_scored(result_path: Path, fold: str, *, regions: bool,
     return entry, chosen, prepared
 
 
-def run(result_path: Path, fold: str, then: tuple[tuple[str, float | None], ...] = ()) -> dict[str, Any]:
-    entry, chosen, prepared = prepared_as_scored(result_path, fold, regions=True)
+def run(result_path: Path, fold: str, then: tuple[tuple[str, float | None], ...] = (), *, thick: bool = False) -> dict[str, Any]:
+    entry, chosen, prepared = prepared_as_scored(result_path, fold, regions=True, thick=thick)
     out = attrition(prepared, chosen, then)
-    return {"result": str(result_path), "fold": fold, "held_out_case": FOLDS[fold][1], "package_dir": entry["package_dir"],
+    return {"result": str(result_path), "fold": fold, "held_out_case": FOLDS[fold][1], "thick": thick,
+            "package_dir": entry["package_dir"],
             "partner_package_dir": entry.get("partner_package_dir"), "chosen": chosen.as_dict(), **out}
 
 
@@ -222,6 +229,8 @@ def main() -> None:
                         help="instead: generator studies FIRST..LAST under --package's own post-processing")
     parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON", help="their generator ranges")
     parser.add_argument("--package", default=None, help="the package for --synthetic-seeds (default: the bundled one)")
+    parser.add_argument("--thick", action="store_true",
+                        help="the held-out case as 6 mm slabs, as the rows score it (not with --synthetic-seeds)")
     parser.add_argument("--label", required=True, help="results file: benchmarks/results/lesion_attrition_LABEL.json")
     parser.add_argument("--then", type=then_item, action="append", default=[], metavar="FIELD=VALUE",
                         help="after the chosen settings, a stage with this one PostProcessing field changed "
@@ -230,6 +239,8 @@ def main() -> None:
     args = parser.parse_args()
     if (args.synthetic_seeds is None) == (not args.results or args.fold is None):
         parser.error("give result files with --fold, or --synthetic-seeds")
+    if args.thick and args.synthetic_seeds is not None:
+        parser.error("--thick is for result files (the real case's 6 mm slabs), not --synthetic-seeds")
     rows = []
     if args.synthetic_seeds is not None:
         package = load_model_package(args.package)
@@ -245,17 +256,19 @@ def main() -> None:
         print(f"wrote {output.relative_to(REPO)}")
         return
     for path in args.results:
-        row = run(path, args.fold, tuple(args.then))
+        row = run(path, args.fold, tuple(args.then), thick=args.thick)
         rows.append(row)
-        print(f"{path.name} (fold {args.fold}, held out {row['held_out_case']}; chosen threshold {row['chosen']['threshold']}):")
+        print(f"{path.name} (fold {args.fold}, held out {row['held_out_case']}{' at 6 mm' if args.thick else ''}; "
+              f"chosen threshold {row['chosen']['threshold']}):")
         for stage in row["stages"]:
             print(f"  {stage['stage']:>13}: lesions {stage['lesions_reached']:>2}/{stage['lesions']}, "
                   f"5-25 voxels {stage['small_reached']:>2}/{stage['small']}, Dice {stage['volume_dice']:.3f}, "
-                  f"F1 {stage['lesion_f1']:.3f}, predicted {stage['predicted_ml']:.2f} mL, FP {stage['fp_ml']:.2f} mL")
+                  f"F1 {stage['lesion_f1']:.3f}, predicted {stage['predicted_ml']:.2f} mL, FP {stage['fp_ml']:.2f} mL "
+                  f"in {stage['false_positive_components']} components")
         print("  lost by step: " + ", ".join(f"{name} {v['lesions']} ({v['small']} of 5-25 voxels)"
                                              for name, v in row["lost_by_step"].items()))
     output = REPO / "benchmarks" / "results" / f"lesion_attrition_{args.label}.json"
-    output.write_text(json.dumps({"label": args.label, "fold": args.fold, "rows": rows}, indent=1) + "\n")
+    output.write_text(json.dumps({"label": args.label, "fold": args.fold, "thick": args.thick, "rows": rows}, indent=1) + "\n")
     print(f"wrote {output.relative_to(REPO)}")
 
 

@@ -62,6 +62,9 @@ def test_each_lesion_is_lost_by_the_step_that_drops_it(script) -> None:
     assert [row["small_reached"] for row in out["stages"]] == [4, 3, 2, 1]  # 8 voxels each: 5-25
     last = out["stages"][-1]
     assert last["fp_ml"] == pytest.approx(0.032) and last["volume_dice"] == pytest.approx(16 / 44, abs=1e-4)  # 8 of 32 found, 4 false
+    # lesion F1's false positives: the 4-voxel component touches no expert lesion, at every stage
+    assert [row["false_positive_components"] for row in out["stages"]] == [1, 1, 1, 1]
+    assert last["lesion_f1"] == pytest.approx(1 / (1 + (1 + 3) / 2), abs=1e-4)  # 1 found, 1 false, 3 missed
     assert {name: v["lesions"] for name, v in out["lost_by_step"].items()} == {"threshold": 1, "edge": 1, "contralateral": 1}
     lost = {lesion["lost_at"]: lesion for lesion in out["lesions"]}
     assert lost[None]["reached_at"] == ["bare 0.5", "threshold", "edge", "contralateral"]
@@ -102,6 +105,16 @@ def test_it_takes_result_files_with_a_fold_or_synthetic_seeds_not_both(script, m
     with pytest.raises(SystemExit) as stopped:
         script.main()
     assert stopped.value.code == 2 and "give result files with --fold, or --synthetic-seeds" in capsys.readouterr().err
+
+
+def test_thick_is_refused_with_synthetic_seeds(script, monkeypatch, capsys) -> None:
+    """``--thick`` scores the real case's 6 mm slabs; the generator studies have no such way."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["lesion_attrition.py", "--synthetic-seeds", "1", "2", "--thick", "--label", "x"])
+    with pytest.raises(SystemExit) as stopped:
+        script.main()
+    assert stopped.value.code == 2 and "--thick is for result files" in capsys.readouterr().err
 
 
 def test_a_generator_study_is_scored_under_the_package_s_own_post_processing(script, tmp_path) -> None:
