@@ -17,8 +17,8 @@ step to the one before:
 The last stage is the row's own mask: its volume Dice must equal the result file's, or the
 script stops (the re-run is not the run the row scored). ``--thick`` does all of this on the
 case as the rows score it at 6 mm instead (3 slices averaged, reference = slab majority;
-``real_scan_cv.load_real``), where lesion sizes count the slabs' voxels. ``--then FIELD=VALUE`` (repeatable) adds stages
-after it, each the chosen settings with one field changed (e.g. ``satellite_mm=10``, rule 132):
+``real_scan_cv.load_real``), where lesion sizes count the slabs' voxels. ``--then FIELD=VALUE``
+(repeatable) adds stages after it, each the chosen settings with one field changed (e.g. ``satellite_mm=10``, rule 132):
 what a step would do on the row where its search did not choose it, read for nothing. Per stage: expert lesions
 (26-connected components of the reference, as the lesion-wise F1) reached by the mask, of
 them those of 5-25 voxels (``small_lesion_detection.py``'s emboli), expert voxels covered,
@@ -60,8 +60,7 @@ from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.inference.package import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
-from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
-from LambdaSegmentLib.metrics.isles import lesion_detection  # noqa: E402
+from LambdaSegmentLib.metrics import label_lesions, lesion_detection  # noqa: E402
 
 SMALL_VOXELS = (5, 25)  # small_lesion_detection.py's 5-25-voxel bin: the emboli the rules count
 # the product's steps after the threshold, in the order Components.keep applies them, with the
