@@ -117,6 +117,7 @@ def test_thick_is_refused_with_synthetic_seeds(script, monkeypatch, capsys) -> N
     assert stopped.value.code == 2 and "--thick is for result files" in capsys.readouterr().err
 
 
+@pytest.mark.needs_atlas  # the generator draws its study on the atlas in ../shared
 def test_a_generator_study_is_scored_under_the_package_s_own_post_processing(script, tmp_path) -> None:
     package = load_model_package(save_untrained_package(tmp_path / "package", seed=0))
     row = script.run_synthetic(36_000_004, {"skull_stripped": False, "in_plane_spacing_mm": 2.0, "fov_mm": 200.0,
