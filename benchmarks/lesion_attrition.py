@@ -60,7 +60,7 @@ from LambdaSegmentLib.cli import json_object  # noqa: E402
 from LambdaSegmentLib.inference import load_model_package  # noqa: E402
 from LambdaSegmentLib.inference.package import ModelPackage  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
-from LambdaSegmentLib.metrics import label_lesions, lesion_detection  # noqa: E402
+from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
 
 SMALL_VOXELS = (5, 25)  # small_lesion_detection.py's 5-25-voxel bin: the emboli the rules count
 # the product's steps after the threshold, in the order Components.keep applies them, with the
@@ -133,7 +133,7 @@ def attrition(prepared: Prepared, chosen: PostProcessing, then: tuple[tuple[str,
             "lesions_reached": int(reached[s].sum()), "lesions": int(count),
             "small_reached": int(reached[s, small].sum()), "small": int(small.sum()),
             "expert_voxels_covered": int(np.count_nonzero(mask & prepared.truth)),
-            "false_positive_components": lesion_detection(mask, prepared.truth).false_positives,
+            "false_positive_components": int(row["false_positive_components"]),
             **{key: round(float(row[key]), 4) for key in ("volume_dice", "lesion_f1", "predicted_ml", "fp_ml")},
         })
     lesions = []

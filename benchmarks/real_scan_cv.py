@@ -362,6 +362,7 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
     row = {
         "volume_dice": volume_dice(mask, truth),
         "lesion_f1": detection.f1,
+        "false_positive_components": detection.false_positives,  # lesion F1's: predicted lesions touching no true one
         "abs_dv_ml": absolute_volume_difference_ml(mask, truth, voxel),
         "predicted_ml": float(np.count_nonzero(mask) * voxel / 1000),
         "true_ml": float(np.count_nonzero(truth) * voxel / 1000),
