@@ -379,7 +379,7 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
                        bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
                        bilateral_total: bool = False, satellite_mm: float | None = None,
-                       satellite_edge_only: bool = False) -> list[PostProcessing]:
+                       satellite_edge_only: bool = False, margin_capped: bool = False) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
     bilateral step on at that radius in every setting, searched or not; wherever the step is on,
@@ -390,11 +390,15 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     satellite exemption on at that distance in every setting with the edge or contralateral check
     (``PostProcessing.satellite_mm``; issue 13's rule 133), where the step ``satellite`` searches it;
     with ``satellite_edge_only`` it lifts the edge check alone and rides only where that check is on
-    (``PostProcessing.satellite_edge_only``; rule 134)."""
+    (``PostProcessing.satellite_edge_only``; rule 134); ``margin_capped`` caps the margin at each
+    lesion's own median DWI in every setting where the margin step is on (``PostProcessing.margin_capped``,
+    fixed, not searched; rule 137)."""
     if satellite_edge_only and satellite_mm is None:
         raise ValueError("satellite_edge_only needs a fixed satellite_mm")
     if satellite_mm is not None and "satellite" in steps:
         raise ValueError("the satellite exemption is either fixed (satellite_mm) or searched (the step satellite), not both")
+    if margin_capped and not {"margin", "margin_fraction"} & set(steps):
+        raise ValueError("margin_capped needs the margin step searched (margin or margin_fraction)")
     grid = {**GRID, "threshold": tuple(thresholds)}
     if satellite_mm is not None:
         grid["satellite"] = (satellite_mm,)
@@ -411,6 +415,7 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
                            bilateral_partner_total=bilateral_total and b is not None,
                            edge_keep_ratio=k, margin_dwi_ratio=MARGIN_FLOOR if m is None and q is not None else m,
                            margin_lesion_fraction=q, margin_mirror_ratio=w,
+                           margin_capped=margin_capped and (m is not None or q is not None),
                            satellite_mm=v if e is not None or (c is not None and not satellite_edge_only) else None,
                            satellite_edge_only=satellite_edge_only and e is not None)
             for t, s, e, c, r, f, g, a, b, k, m, q, w, v in itertools.product(*axes)
@@ -441,7 +446,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
            bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
            bilateral_total: bool = False, satellite_mm: float | None = None,
-           satellite_edge_only: bool = False) -> tuple[PostProcessing, float]:
+           satellite_edge_only: bool = False, margin_capped: bool = False) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -450,7 +455,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
     for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions, bilateral_total, satellite_mm,
-                                       satellite_edge_only):
+                                       satellite_edge_only, margin_capped):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -542,6 +547,9 @@ def main() -> None:
     parser.add_argument("--satellite-edge-only", action="store_true",
                         help="with --satellite-mm, the exemption lifts the edge check alone (postprocess.PostProcessing."
                              "satellite_edge_only; issue 13's rule 134)")
+    parser.add_argument("--margin-capped", action="store_true",
+                        help="wherever the searched margin step is on, a voxel joins only where its DWI is at most its "
+                             "lesion's median (postprocess.PostProcessing.margin_capped; issue 13's rule 137)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -573,12 +581,14 @@ def main() -> None:
         parser.error("--satellite-edge-only needs --satellite-mm")
     if args.satellite_mm is not None and "satellite" in args.steps:
         parser.error("--satellite-mm fixes the satellite exemption; --steps may not also search it (satellite)")
+    if args.margin_capped and not {"margin", "margin_fraction"} & set(args.steps):
+        parser.error("--margin-capped needs the margin step in --steps (margin or margin_fraction)")
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
              args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large,
-             args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only)
+             args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only, args.margin_capped)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -597,6 +607,7 @@ def main() -> None:
                                "bilateral_partner_fraction": args.bilateral_partner_fraction,
                                "bilateral_partner_total": args.bilateral_partner_total,
                                "satellite_mm": args.satellite_mm, "satellite_edge_only": args.satellite_edge_only,
+                               "margin_capped": args.margin_capped,
                                "validation_large": args.validation_large,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
@@ -620,7 +631,8 @@ def main() -> None:
                           for name, study, truth in search_studies]
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
                                          args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
-                                         args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only)
+                                         args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
+                                         args.margin_capped)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -668,7 +680,8 @@ def main() -> None:
 def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice",
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
          bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0,
-         bilateral_total: bool = False, satellite_mm: float | None = None, satellite_edge_only: bool = False) -> None:
+         bilateral_total: bool = False, satellite_mm: float | None = None, satellite_edge_only: bool = False,
+         margin_capped: bool = False) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
     ``large``: ``--validation-large``) and write it into its manifest."""
@@ -680,7 +693,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
                   for name, study, truth in validation_studies(extra_ranges, large)]
     settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions,
-                                 bilateral_total, satellite_mm, satellite_edge_only)
+                                 bilateral_total, satellite_mm, satellite_edge_only, margin_capped)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -693,6 +706,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
                    + (" --bilateral-partner-total" if bilateral_total else "")
                    + (f" --satellite-mm {satellite_mm:g}" if satellite_mm is not None else "")
                    + (" --satellite-edge-only" if satellite_edge_only else "")
+                   + (" --margin-capped" if margin_capped else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
                    + (f" --validation-large {large}" if large else ""),
         "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],

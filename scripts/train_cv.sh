@@ -219,6 +219,9 @@ SATELLITE_MM=${SATELLITE_MM:-}
 [[ -n $SATELLITE_MM ]] && STEPS+=(--satellite-mm "$SATELLITE_MM")
 # SATELLITE_EDGE_ONLY=1: with SATELLITE_MM, the exemption lifts the edge check alone (rule 134).
 [[ ${SATELLITE_EDGE_ONLY:-0} == 1 ]] && STEPS+=(--satellite-edge-only)
+# MARGIN_CAPPED=1: wherever the searched margin step is on, a voxel joins only where its DWI is at
+# most its lesion's median (--margin-capped; rule 137; needs margin or margin_fraction in SEARCH_STEPS).
+[[ ${MARGIN_CAPPED:-0} == 1 ]] && STEPS+=(--margin-capped)
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 

@@ -67,6 +67,9 @@ contralateral ratio, so the exemption cannot stand in for a stricter ratio elsew
    joins only where its smoothed DWI is at least that many times its registered mirror's (the
    contralateral check's images): an infarct's margin is one-sided, while the skull-base
    susceptibility patches a kept mark may sit in are bilateral in kind (issue 13's rule 111).
+   With ``margin_capped``, a voxel joins only where its DWI ratio is at most the median L of a
+   lesion it is near: a margin lies between a lesion and normal tissue, so it is dimmer than the
+   lesion, while a bright patch around a small kept mark is brighter than the mark (rule 137).
 
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
@@ -124,6 +127,8 @@ class PostProcessing:
             (None = the floor alone).
         margin_mirror_ratio: with the margin step, the smallest smoothed DWI / registered mirror
             DWI of a voxel that joins (None = no mirror check).
+        margin_capped: with the margin step, a voxel joins only where its DWI / the brain's
+            median is at most the median of a lesion it is near (False = no cap).
         satellite_mm: a component dropped by the edge or contralateral check alone is kept when it
             lies within this distance (mm) of a component that passes every check (None = off).
         satellite_edge_only: the exemption lifts the edge check alone, not the contralateral one.
@@ -144,6 +149,7 @@ class PostProcessing:
     margin_dwi_ratio: float | None = None
     margin_lesion_fraction: float | None = None
     margin_mirror_ratio: float | None = None
+    margin_capped: bool = False
     satellite_mm: float | None = None
     satellite_edge_only: bool = False
 
@@ -171,6 +177,10 @@ class PostProcessing:
                 raise ValueError("margin_lesion_fraction is set but the margin step is off: give margin_dwi_ratio too")
         check_ratio_of_step("margin_mirror_ratio", self.margin_mirror_ratio, "margin step", "margin_dwi_ratio",
                             self.margin_dwi_ratio)
+        if not isinstance(self.margin_capped, bool):
+            raise ValueError(f"margin_capped must be true or false, not {self.margin_capped!r}")
+        if self.margin_capped and self.margin_dwi_ratio is None:
+            raise ValueError("margin_capped is set but the margin step is off: give margin_dwi_ratio too")
         if self.max_relative_adc is not None and not self.max_relative_adc > 0.0:
             raise ValueError(f"max_relative_adc must be a positive ADC ratio, not {self.max_relative_adc}")
         if self.satellite_mm is not None:
@@ -399,7 +409,7 @@ def margin_footprint(spacing_mm: tuple[float, float, float], reach_mm: float = M
 
 def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spacing_mm: tuple[float, float, float],
                 ratio: float, lesion_fraction: float | None = None,
-                mirror: tuple[np.ndarray, np.ndarray, float] | None = None) -> np.ndarray:
+                mirror: tuple[np.ndarray, np.ndarray, float] | None = None, capped: bool = False) -> np.ndarray:
     """uint8 (nk, nj, ni): ``mask`` with the brain tissue within :data:`MARGIN_REACH_MM` of it
     whose ``dwi_ratio`` (:func:`relative_dwi`) is at least the cut-off added (one step, not repeated).
 
@@ -414,6 +424,8 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
         mirror: (dwi_smoothed, contralateral, r), float (nk, nj, ni) twice
             (:meth:`~LambdaSegmentLib.preprocessing.symmetry.ContralateralRegistration.pair`) and the
             ratio: a voxel joins only where ``dwi_smoothed >= r * contralateral``. None: no check.
+        capped: a voxel joins only where its ``dwi_ratio`` is at most L, the median of a lesion it
+            is near (of several, the highest median).
     """
     mask = np.asarray(mask) != 0
     box = ndimage.find_objects(mask.astype(np.uint8))
@@ -424,16 +436,20 @@ def with_margin(mask: np.ndarray, dwi_ratio: np.ndarray, brain: np.ndarray, spac
     region = tuple(slice(max(b.start - p, 0), min(b.stop + p, n)) for b, p, n in zip(box[0], pad, mask.shape))
     near = ndimage.binary_dilation(mask[region], structure=footprint)
     local_ratio = np.asarray(dwi_ratio)[region]
-    if lesion_fraction is None:
-        cutoff: np.ndarray | float = ratio
-    else:
+    cutoff: np.ndarray | float = ratio
+    joins = near & np.asarray(brain, dtype=bool)[region]
+    if lesion_fraction is not None or capped:
         labels, count = ndimage.label(mask[region], structure=CONNECTIVITY_26)
         inside = labels[labels > 0]
-        median = np.asarray(ndimage.median(local_ratio[labels > 0], inside, np.arange(1, count + 1)), dtype=np.float64)
-        per_lesion = np.concatenate([[0.0], np.maximum(ratio, 1.0 + lesion_fraction * (median.reshape(-1) - 1.0))])
-        # each voxel near a lesion gets the highest cut-off of the lesions it is near
-        cutoff = ndimage.grey_dilation(per_lesion[labels], footprint=footprint, mode="constant", cval=0.0)
-    joins = near & np.asarray(brain, dtype=bool)[region] & (local_ratio >= cutoff)
+        median = np.asarray(ndimage.median(local_ratio[labels > 0], inside, np.arange(1, count + 1)), dtype=np.float64).reshape(-1)
+        if lesion_fraction is not None:
+            per_lesion = np.concatenate([[0.0], np.maximum(ratio, 1.0 + lesion_fraction * (median - 1.0))])
+            # each voxel near a lesion gets the highest cut-off of the lesions it is near
+            cutoff = ndimage.grey_dilation(per_lesion[labels], footprint=footprint, mode="constant", cval=0.0)
+        if capped:
+            cap = ndimage.grey_dilation(np.concatenate([[0.0], median])[labels], footprint=footprint, mode="constant", cval=0.0)
+            joins &= local_ratio <= cap
+    joins &= local_ratio >= cutoff
     if mirror is not None:
         own, other, mirror_ratio = mirror
         joins &= np.asarray(own)[region] >= mirror_ratio * np.asarray(other)[region]
@@ -455,7 +471,8 @@ def apply_margin(mask: np.ndarray, settings: PostProcessing, dwi_ratio: np.ndarr
     if settings.margin_dwi_ratio is None:
         return mask
     mirror = None if settings.margin_mirror_ratio is None else (pair[0], pair[1], settings.margin_mirror_ratio)
-    return with_margin(mask, dwi_ratio, brain, spacing_mm, settings.margin_dwi_ratio, settings.margin_lesion_fraction, mirror)
+    return with_margin(mask, dwi_ratio, brain, spacing_mm, settings.margin_dwi_ratio, settings.margin_lesion_fraction, mirror,
+                       settings.margin_capped)
 
 
 def candidates(probability: np.ndarray, threshold: float, brain: np.ndarray, grow_threshold: float | None = None) -> np.ndarray:

@@ -230,3 +230,16 @@ def test_an_edge_only_exemption_rides_only_where_the_edge_check_is_on(cv) -> Non
         assert (b.satellite_mm, b.satellite_edge_only) == ((20.0, True) if on else (None, False))
     with pytest.raises(ValueError, match="needs a fixed satellite_mm"):
         cv.candidate_settings(("threshold", "edge"), satellite_edge_only=True)
+
+
+def test_a_capped_margin_rides_only_where_the_margin_step_is_on(cv) -> None:
+    """Rule 137: with --margin-capped every setting with a margin is capped and none without."""
+    steps = ("threshold", "margin_fraction", "margin_mirror")
+    plain = cv.candidate_settings(steps, bilateral_mm=4.0)
+    capped = cv.candidate_settings(steps, bilateral_mm=4.0, margin_capped=True)
+    assert len(capped) == len(plain) and any(a.margin_dwi_ratio is not None for a in plain)
+    for a, b in zip(plain, capped):
+        assert b.margin_capped == (a.margin_dwi_ratio is not None)
+        assert b.as_dict() | {"margin_capped": False} == a.as_dict()
+    with pytest.raises(ValueError, match="margin_capped needs the margin step"):
+        cv.candidate_settings(("threshold", "edge"), margin_capped=True)

@@ -315,7 +315,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
              "contralateral_search_mm": 4.0,
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "bilateral_partner_total": False,
-             "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2,
+             "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2, "margin_capped": True,
              "satellite_mm": 10.0, "satellite_edge_only": True}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
@@ -599,6 +599,42 @@ def test_the_margin_as_a_share_of_each_lesion_s_own_brightness() -> None:
     between = np.ones(both.shape, np.float32)
     between[2, 2, 2], between[2, 2, 4], between[2, 2, 3] = 1.5, 4.0, 1.6
     assert not with_margin(both, between, np.ones(both.shape, bool), (2.0, 2.0, 2.0), 1.2, lesion_fraction=0.3)[2, 2, 3]
+
+
+def test_a_capped_margin_takes_tissue_dimmer_than_its_lesion_not_a_brighter_patch() -> None:
+    """Rule 137: two kept marks of median DWI 1.8 x the brain's, each in a shell of tissue. Around
+    the first the shell is 1.4 x (a margin, dimmer than the mark), around the second 2.5 x (a bright
+    patch around a small mark). Uncapped both shells join; capped, only the first. The cap is each
+    lesion's own median, so a bright lesion's dimmer margin still joins."""
+    shape = (9, 30, 30)
+    brain = np.ones(shape, bool)
+    mask = np.zeros(shape, np.uint8)
+    ratio = np.ones(shape, np.float32)
+    ratio[3:6, 4:9, 4:9] = 1.4
+    ratio[3:6, 18:23, 18:23] = 2.5
+    mask[4, 5:8, 5:8] = 1
+    ratio[4, 5:8, 5:8] = 1.8
+    mask[4, 19:22, 19:22] = 1
+    ratio[4, 19:22, 19:22] = 1.8
+    shells = np.zeros(shape, bool)
+    shells[3:6, 4:9, 4:9] = shells[3:6, 18:23, 18:23] = True
+    uncapped = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2) != 0
+    capped = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2, capped=True) != 0
+    np.testing.assert_array_equal(uncapped, shells)
+    np.testing.assert_array_equal(capped[:, :15, :15], shells[:, :15, :15])
+    np.testing.assert_array_equal(capped[:, 15:, 15:], mask[:, 15:, 15:] != 0)
+    # the cap rides on the lesion share's cut-off as well: both bounds hold
+    both = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2, lesion_fraction=0.3, capped=True) != 0
+    np.testing.assert_array_equal(both, capped)
+    # through the settings, as the CLI and the search apply them
+    probability = Volume(mask.astype(np.float32), (2.0, 2.0, 2.0), (0.0, 0.0, 0.0), np.eye(3))
+    dwi = probability.with_array(ratio * 100.0)
+    run = lambda **kw: np.asarray(postprocess(probability, dwi, brain, PostProcessing(margin_dwi_ratio=1.2, **kw)).array) != 0  # noqa: E731
+    assert run().sum() > run(margin_capped=True).sum() > mask.sum()
+    with pytest.raises(ValueError, match="margin_capped is set but the margin step is off"):
+        PostProcessing(margin_capped=True)
+    with pytest.raises(ValueError, match="margin_capped must be true or false"):
+        PostProcessing(margin_dwi_ratio=1.2, margin_capped=1)
 
 
 def test_the_lesion_share_needs_the_margin_step_and_a_share() -> None:
