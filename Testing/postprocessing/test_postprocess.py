@@ -569,21 +569,29 @@ def test_the_margin_setting_is_validated_and_needs_a_dwi_signal() -> None:
         relative_dwi(np.zeros((4, 4, 4), np.float32), np.ones((4, 4, 4), bool))
 
 
+def marks_in_shells(shells: tuple[float, float], marks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A (9, 30, 30) study, all brain at 1 x the brain's median DWI, with two kept 3 x 3 marks on
+    slice 4 (DWI ratios ``marks``), each in a 3 x 5 x 5 shell of tissue (ratios ``shells``): brain,
+    uint8 mask, float32 DWI ratio and the two shells (bool)."""
+    shape = (9, 30, 30)
+    mask = np.zeros(shape, np.uint8)
+    ratio = np.ones(shape, np.float32)
+    boxes = np.zeros(shape, bool)
+    for corner, shell, mark in zip((4, 18), shells, marks):
+        ratio[3:6, corner : corner + 5, corner : corner + 5] = shell
+        boxes[3:6, corner : corner + 5, corner : corner + 5] = True
+        mask[4, corner + 1 : corner + 4, corner + 1 : corner + 4] = 1
+        ratio[4, corner + 1 : corner + 4, corner + 1 : corner + 4] = mark
+    return np.ones(shape, bool), mask, ratio, boxes
+
+
 def test_the_margin_as_a_share_of_each_lesion_s_own_brightness() -> None:
     """Two lesions in one study: a faint one (median 1.8 x) and a bright one (3.0 x), each with a
     shell at 1.3 x and a voxel at 1.5 x beside it. At c = 0.3 the faint lesion's cut-off is
     max(1.2, 1 + 0.3 x 0.8) = 1.24 and the bright one's 1 + 0.3 x 2 = 1.6: the faint lesion takes
     its shell, the bright one neither."""
-    shape = (9, 30, 30)
-    brain = np.ones(shape, bool)
-    mask = np.zeros(shape, np.uint8)
-    ratio = np.ones(shape, np.float32)
-    ratio[3:6, 4:9, 4:9] = 1.3
-    ratio[3:6, 18:23, 18:23] = 1.3
-    mask[4, 5:8, 5:8] = 1
-    ratio[4, 5:8, 5:8] = 1.8
-    mask[4, 19:22, 19:22] = 1
-    ratio[4, 19:22, 19:22] = 3.0
+    brain, mask, ratio, _ = marks_in_shells(shells=(1.3, 1.3), marks=(1.8, 3.0))
+    shape = mask.shape
     ratio[4, 6, 4] = ratio[4, 20, 18] = 1.5
     grown = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2, lesion_fraction=0.3) != 0
     faint_shell = np.zeros(shape, bool)
@@ -606,18 +614,7 @@ def test_a_capped_margin_takes_tissue_dimmer_than_its_lesion_not_a_brighter_patc
     the first the shell is 1.4 x (a margin, dimmer than the mark), around the second 2.5 x (a bright
     patch around a small mark). Uncapped both shells join; capped, only the first. The cap is each
     lesion's own median, so a bright lesion's dimmer margin still joins."""
-    shape = (9, 30, 30)
-    brain = np.ones(shape, bool)
-    mask = np.zeros(shape, np.uint8)
-    ratio = np.ones(shape, np.float32)
-    ratio[3:6, 4:9, 4:9] = 1.4
-    ratio[3:6, 18:23, 18:23] = 2.5
-    mask[4, 5:8, 5:8] = 1
-    ratio[4, 5:8, 5:8] = 1.8
-    mask[4, 19:22, 19:22] = 1
-    ratio[4, 19:22, 19:22] = 1.8
-    shells = np.zeros(shape, bool)
-    shells[3:6, 4:9, 4:9] = shells[3:6, 18:23, 18:23] = True
+    brain, mask, ratio, shells = marks_in_shells(shells=(1.4, 2.5), marks=(1.8, 1.8))
     uncapped = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2) != 0
     capped = with_margin(mask, ratio, brain, (2.0, 2.0, 2.0), 1.2, capped=True) != 0
     np.testing.assert_array_equal(uncapped, shells)
