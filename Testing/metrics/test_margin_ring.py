@@ -36,3 +36,29 @@ def test_two_rings_split_into_expert_and_other_voxels_by_brightness(script) -> N
     # on 6 mm slices the rings stay in the slice plane
     flat = script.ring_counts(mask, truth, ratio, brain, (2.0, 2.0, 6.0))
     assert flat[0]["by_ratio"][0]["expert_voxels"] + flat[0]["by_ratio"][0]["other_voxels"] == 8
+
+
+def test_growth_is_counted_per_kept_lesion_and_split_by_the_expert_mask(script) -> None:
+    """Rule 137's look: a true lesion whose margin lies in the expert mask and a false mark whose
+    margin does not; each lesion's added voxels, and the added voxels' signal inside and outside."""
+    shape = (5, 16, 16)
+    kept = np.zeros(shape, bool)
+    kept[2, 3:5, 3:5] = True  # true lesion, 4 voxels
+    kept[2, 11, 11] = True  # false mark, 1 voxel
+    truth = np.zeros(shape, bool)
+    truth[2, 2:6, 2:6] = True
+    grown = kept.copy()
+    grown[2, 2:6, 2:6] = True  # the true lesion's ring: 12 voxels, all expert
+    grown[2, 10:13, 10:13] = True  # the false mark's ring: 8 voxels, none expert
+    dwi = np.ones(shape)
+    dwi[kept] = 2.0
+    dwi[grown & ~kept & truth] = 1.5
+    dwi[grown & ~kept & ~truth] = 1.8
+    adc = np.full(shape, 0.8)
+    seed = np.where(kept, 0.9, 0.0)
+    rows, added = script.lesion_growth(kept, grown, truth, dwi, adc, seed)
+    assert [(row["voxels"], row["in_expert"], row["added"], row["added_in_expert"]) for row in rows] == [(4, 4, 12, 12), (1, 0, 8, 0)]
+    assert rows[1]["added_dwi_ratio"] == 1.8 and rows[0]["dwi_ratio"] == 2.0 and rows[0]["seed_max_probability"] == 0.9
+    assert added["in_expert"]["voxels"] == 12 and added["outside"]["dwi_ratio"] == [1.8, 1.8, 1.8]
+    none_added, _ = script.lesion_growth(kept, kept, truth, dwi, adc)
+    assert all(row["added"] == 0 and row["added_dwi_ratio"] is None and "seed_max_probability" not in row for row in none_added)
