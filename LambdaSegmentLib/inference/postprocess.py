@@ -69,7 +69,8 @@ contralateral ratio, so the exemption cannot stand in for a stricter ratio elsew
    susceptibility patches a kept mark may sit in are bilateral in kind (issue 13's rule 111).
    With ``margin_capped``, a voxel joins only where its DWI ratio is at most the median L of a
    lesion it is near: a margin lies between a lesion and normal tissue, so it is dimmer than the
-   lesion, while a bright patch around a small kept mark is brighter than the mark (rule 137).
+   lesion, and a patch brighter than the mark it surrounds is not that mark's margin (rule 137;
+   not in any package: the temporal-base patches it was for proved dimmer than their marks).
 
 A package with a ``seed_network`` (``package.py``) first keeps only the components its seed
 network detects (:func:`keep_seeded_components`); the steps above then run on what is left.
