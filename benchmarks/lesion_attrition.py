@@ -70,8 +70,10 @@ STEP_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("edge", ("min_edge_depth_mm", "edge_keep_ratio")),
     ("contralateral", ("contralateral_ratio", "contralateral_search_mm")),
     ("adc", ("max_relative_adc",)),
-    ("bilateral", ("bilateral_partner_mm", "bilateral_partner_fraction")),
+    ("bilateral", ("bilateral_partner_mm", "bilateral_partner_fraction", "bilateral_partner_total")),
     ("satellite", ("satellite_mm", "satellite_edge_only")),  # rules 132-134: brings back what edge / contralateral dropped
+    # rules 109-111 and 137: widens the kept lesions last, as postprocess does
+    ("margin", ("margin_dwi_ratio", "margin_lesion_fraction", "margin_mirror_ratio", "margin_capped")),
 )
 
 

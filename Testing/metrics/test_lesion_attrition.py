@@ -28,6 +28,10 @@ def test_the_stages_add_the_chosen_steps_in_the_product_s_order(script) -> None:
     assert plan[2][1] == PostProcessing(threshold=0.7, min_edge_depth_mm=6.0) and plan[-1][1] == chosen
     satellites = PostProcessing(threshold=0.4, min_edge_depth_mm=6.0, satellite_mm=20.0, satellite_edge_only=True)
     assert [name for name, _ in script.stages(satellites)][-2:] == ["edge", "satellite"]  # rule 134's rows end at theirs
+    margin = PostProcessing(threshold=0.7, min_edge_depth_mm=6.0, bilateral_partner_mm=4.0, bilateral_partner_total=True,
+                            margin_dwi_ratio=1.2, margin_lesion_fraction=0.3, margin_mirror_ratio=1.2, margin_capped=True)
+    plan = script.stages(margin)  # rules 109-111 and 137's rows end at the margin
+    assert [name for name, _ in plan][-2:] == ["bilateral", "margin"] and plan[-1][1] == margin
     # a step the search left off is no stage
     assert [name for name, _ in script.stages(PostProcessing(threshold=0.4))] == ["bare 0.5", "threshold"]
 
