@@ -45,6 +45,7 @@ from LambdaSegmentLib.inference.package import load_model_package  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import PostProcessing, margin_footprint  # noqa: E402
 from LambdaSegmentLib.inference.engine import segment_study  # noqa: E402
 from LambdaSegmentLib.metrics import label_lesions  # noqa: E402
+from error_signal import quartiles  # noqa: E402
 from real_scan_cv import load_real, network_probability, prepare  # noqa: E402
 
 RATIOS = (1.2, 1.3, 1.4, 1.5, 1.7)
@@ -69,11 +70,6 @@ def ring_counts(mask: np.ndarray, truth: np.ndarray, dwi_ratio: np.ndarray, brai
              "other_voxels": int((ring & ~truth & (dwi_ratio >= ratio)).sum())} for ratio in RATIOS]})
         inside = inside | ring
     return rows
-
-
-def quartiles(values: np.ndarray) -> list[float] | None:
-    """[25th, 50th, 75th] percentiles rounded to 0.01; None for no values."""
-    return [round(float(q), 2) for q in np.percentile(values, [25, 50, 75])] if values.size else None
 
 
 def lesion_growth(kept: np.ndarray, grown: np.ndarray, truth: np.ndarray, dwi_ratio: np.ndarray, adc_ratio: np.ndarray,
@@ -112,6 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     result = json.loads(args.results.read_text())
     output = args.output or REPO / "benchmarks" / "results" / f"margin_ring_{result['label']}.json"
+    seed_package = None if args.seed_package is None else load_model_package(args.seed_package)
     folds = {}
     for fold, entry in result["folds"].items():
         package = load_model_package(REPO / entry["package_dir"])
@@ -129,8 +126,8 @@ def main() -> None:
         }
         print(fold, entry["held_out_case"], json.dumps(folds[fold]["rings"]), flush=True)
         if chosen.margin_dwi_ratio is not None:
-            seed = (None if args.seed_package is None else
-                    network_probability(segment_study(study, load_model_package(args.seed_package), device="cpu", tta=False)))
+            seed = (None if seed_package is None else
+                    network_probability(segment_study(study, seed_package, device="cpu", tta=False)))
             growth, added = lesion_growth(mask, prepared.mask(chosen) != 0, prepared.truth, prepared.dwi_ratio,
                                           prepared.adc_ratio, seed)
             folds[fold].update({"chosen_postprocessing": chosen.as_dict(), "seed_package": None if seed is None else str(args.seed_package),
