@@ -117,3 +117,40 @@ def test_train_cv_refuses_widths_that_are_not_a_list_of_channels_before_writing(
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "train_cv.sh"), "pretrain"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 2 and "WIDTHS must read like" in result.stderr
     assert not runs.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("fold", ["A", "B"])
+def test_cv_row_refuses_a_missing_fold_stage1_before_training(tmp_path: Path, fold: str) -> None:
+    """Issue 13's rule 138: a fold's own stage 1 is checked, as STAGE1 is, before any training."""
+    stage1 = tmp_path / "pkg"
+    stage1.mkdir()
+    (stage1 / "manifest.json").write_text("{}")
+    missing = tmp_path / "no-such-stage1"
+    env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": "0.7", "PROTOCOL": "u-nlbf",
+           f"STAGE1_{fold}": str(missing)}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2 and f"{missing}: no package there" in result.stderr
+    assert not (SCRIPTS[0].parents[1] / "runs" / "never-made-gentle-massive-r5").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_train_cv_wise_pulls_each_fold_back_towards_its_own_stage1(tmp_path: Path) -> None:
+    """Issue 13's rule 138: a fold with its own stage 1 ($RUNS/pretrain-foldA/pkg) is averaged with
+    that one, the other fold with the shared pretrain. The Python the script calls is replaced by
+    one that records its arguments: what is tested is which packages the script hands over."""
+    runs = tmp_path / "runs"
+    for stage in ("pretrain", "pretrain-foldA"):
+        (runs / stage / "pkg").mkdir(parents=True)
+        (runs / stage / "pkg" / "manifest.json").write_text("{}")
+    calls = tmp_path / "calls.txt"
+    recorder = tmp_path / "python"
+    recorder.write_text(f'#!/usr/bin/env bash\necho "$@" >> {calls}\n')
+    recorder.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "RUNS": str(runs), "ALPHA": "0.7", "PYTHON": str(recorder)}
+    result = subprocess.run(["bash", str(SCRIPTS[0].parent / "train_cv.sh"), "wise"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].split()[1:3] == [f"{runs}/pretrain-foldA/pkg", f"{runs}/foldA/pkg"]
+    assert lines[1].split()[1:3] == [f"{runs}/pretrain/pkg", f"{runs}/foldB/pkg"]

@@ -29,11 +29,17 @@
 # probability of the same seed's and fold's networks of the rows named (`lambdasegment train
 # --teacher`, one per row, at --distill-weight 0.5; those rows' runs folders must exist,
 # WiSE-averaged as this row's): one network distilled from an ensemble of draws (issue 13's rule 120).
+# STAGE1_A=PKG and/or STAGE1_B=PKG: that fold starts from its own stage 1 instead of STAGE1 (copied to
+# $runs/pretrain-foldA/pkg or -foldB, which train_cv.sh's fold and wise stages prefer), e.g. a stage 1
+# trained with the fold's own real case as a background (issue 13's rule 138).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE1=${STAGE1:?STAGE1= the stage-1 package directory}
 NAME=${NAME:?NAME= the name of the row}
-[[ -f "$STAGE1/manifest.json" ]] || { echo "cv_row.sh: $STAGE1: no package there" >&2; exit 2; }
+STAGE1_A=${STAGE1_A:-} STAGE1_B=${STAGE1_B:-}
+for stage1 in "$STAGE1" ${STAGE1_A:+"$STAGE1_A"} ${STAGE1_B:+"$STAGE1_B"}; do
+    [[ -f "$stage1/manifest.json" ]] || { echo "cv_row.sh: $stage1: no package there" >&2; exit 2; }
+done
 (( $# > 0 )) || { echo "usage: STAGE1=PKG NAME=NAME scripts/cv_row.sh SEED [SEED ...]" >&2; exit 2; }
 S_TW='{"in_plane_spacing_mm": [1.2, 2.0], "susceptibility_gain": [4.0, 16.0], "susceptibility_probability": 0.95, "susceptibility_extent_mm": [3.0, 8.0], "susceptibility_temporal_probability": 0.8, "massive_infarct_probability": 0.5, "cortical_s0": [1.0, 1.8]}'
 if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
@@ -69,6 +75,11 @@ for seed in "$@"; do
     runs="runs/$NAME-gentle-massive-r${seed: -1}"
     mkdir -p "$runs/pretrain"
     rm -rf "$runs/pretrain/pkg" && cp -r "$STAGE1" "$runs/pretrain/pkg"
+    for fold in A B; do  # a fold's own stage 1, or none (a folder reused from an earlier row keeps no stale one)
+        own=STAGE1_$fold
+        rm -rf "$runs/pretrain-fold$fold"
+        [[ -z ${!own} ]] || { mkdir -p "$runs/pretrain-fold$fold" && cp -r "${!own}" "$runs/pretrain-fold$fold/pkg"; }
+    done
     for fold in A B; do
         teacher_options=()
         for row in "${teachers[@]}"; do teacher_options+=(--teacher "$(row_pkg "$row" "$seed" $fold)"); done

@@ -60,6 +60,10 @@
 # no data (ALPHA fixed in advance, default 0.5):
 #
 #   scripts/train_cv.sh wise          # $RUNS/foldA-wise-$ALPHA/pkg and $RUNS/foldB-wise-$ALPHA/pkg
+#
+# A fold's own stage 1 (issue 13's rule 138: each fold's stage 1 trained with its own real case as a
+# background): where $RUNS/pretrain-foldA/pkg (or -foldB) holds a package, that fold's stage 2
+# starts from it and its WiSE average pulls back towards it, instead of $RUNS/pretrain/pkg.
 #   scripts/train_cv.sh evaluate-wise     # real_scan_cv.py on those two, as evaluate
 #
 # Issue 13's rule 105, two stage-1 draws' folds averaged in weight space (a soup, training/weight_soup.py):
@@ -176,12 +180,18 @@ train() {  # train STAGE [options]: resumes from $RUNS/STAGE/work/checkpoints/la
         --output "$RUNS/$name/pkg" --work-dir "$work" --overwrite "${resume[@]}" "$@"
 }
 
+stage1_of() {  # stage1_of STAGE: the stage-1 package STAGE starts from (its own, rule 138, or the pretrain's)
+    if [[ -f "$RUNS/pretrain-$1/pkg/manifest.json" ]]; then echo "$RUNS/pretrain-$1/pkg"; else echo "$RUNS/pretrain/pkg"; fi
+}
+
 finetune() {  # finetune STAGE BACKGROUND... : stage 2 from the pretrain's last epoch
     local name=$1; shift
     local backgrounds=()
     for case in "$@"; do backgrounds+=(--real-backgrounds "$ISLES/$case"); done
-    [[ -f "$RUNS/pretrain/pkg/manifest.json" ]] || { echo "train_cv.sh: run the pretrain stage first" >&2; exit 2; }
-    train "$name" --init-weights "$RUNS/pretrain/pkg" \
+    local stage1
+    stage1=$(stage1_of "$name")
+    [[ -f "$stage1/manifest.json" ]] || { echo "train_cv.sh: run the pretrain stage first" >&2; exit 2; }
+    train "$name" --init-weights "$stage1" \
         --loss dice_bce --optimizer adamw --lr 5e-4 --weight-decay 1e-4 --constant-epochs 2 --decay-end-epoch 4 --max-epochs 4 \
         --synthetic 4 --windows-per-study 12 "${backgrounds[@]}" --real-background-studies 4 --seed 51000000 "${EXTRA[@]}"
 }
@@ -301,7 +311,7 @@ case "$stage" in
             BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
     wise)
         for fold in foldA foldB; do
-            "$PYTHON" scripts/interpolate_weights.py "$RUNS/pretrain/pkg" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
+            "$PYTHON" scripts/interpolate_weights.py "$(stage1_of $fold)" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
         done ;;
     soup)
         read -r -a soup_of <<< "${SOUP_OF:?train_cv.sh soup: SOUP_OF must name two or more runs folders}"
