@@ -60,11 +60,11 @@
 # no data (ALPHA fixed in advance, default 0.5):
 #
 #   scripts/train_cv.sh wise          # $RUNS/foldA-wise-$ALPHA/pkg and $RUNS/foldB-wise-$ALPHA/pkg
+#   scripts/train_cv.sh evaluate-wise     # real_scan_cv.py on those two, as evaluate
 #
 # A fold's own stage 1 (issue 13's rule 138: each fold's stage 1 trained with its own real case as a
 # background): where $RUNS/pretrain-foldA/pkg (or -foldB) holds a package, that fold's stage 2
 # starts from it and its WiSE average pulls back towards it, instead of $RUNS/pretrain/pkg.
-#   scripts/train_cv.sh evaluate-wise     # real_scan_cv.py on those two, as evaluate
 #
 # Issue 13's rule 105, two stage-1 draws' folds averaged in weight space (a soup, training/weight_soup.py):
 # $RUNS/foldA/pkg and $RUNS/foldB/pkg become the uniform soups of the runs folders in SOUP_OF, each
