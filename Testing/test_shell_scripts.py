@@ -12,6 +12,15 @@ import pytest
 SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.sh"))
 
 
+@pytest.fixture
+def stage1(tmp_path: Path) -> Path:
+    """A directory cv_row.sh takes for a stage-1 package (it checks only for the manifest)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "manifest.json").write_text("{}")
+    return package
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("script", SCRIPTS, ids=[path.name for path in SCRIPTS])
 def test_shell_script_parses(script: Path) -> None:
@@ -58,10 +67,7 @@ def test_release_gate_reads_the_default_method_name_from_its_manifest(tmp_path: 
 @pytest.mark.parametrize(("wise", "protocol", "message"), [("half", "u-nlbf", "WISE must be a number in (0, 1]"),
                                                            ("1.5", "u-nlbf", "WISE must be a number in (0, 1]"),
                                                            ("0.5", "seeded", "WISE needs PROTOCOL=u-nlb or u-nlbf")])
-def test_cv_row_refuses_a_bad_wise_before_training(tmp_path: Path, wise: str, protocol: str, message: str) -> None:
-    stage1 = tmp_path / "pkg"
-    stage1.mkdir()
-    (stage1 / "manifest.json").write_text("{}")
+def test_cv_row_refuses_a_bad_wise_before_training(stage1: Path, wise: str, protocol: str, message: str) -> None:
     env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": wise, "PROTOCOL": protocol}
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 2 and message in result.stderr
@@ -71,12 +77,9 @@ def test_cv_row_refuses_a_bad_wise_before_training(tmp_path: Path, wise: str, pr
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize(("wise", "protocol", "message"), [("", "seeded", "PARTNER needs PROTOCOL=u-nlb or u-nlbf"),
                                                            ("0.7", "u-nlbf", "no package there (run row never-made-partner first)")])
-def test_cv_row_refuses_a_partner_row_it_cannot_use_before_training(tmp_path: Path, wise: str, protocol: str, message: str) -> None:
+def test_cv_row_refuses_a_partner_row_it_cannot_use_before_training(stage1: Path, wise: str, protocol: str, message: str) -> None:
     """Issue 13's rule 119: an ensemble row needs the partner row's fold networks for every seed, and
     finding one missing after a seed's hour of training would waste it."""
-    stage1 = tmp_path / "pkg"
-    stage1.mkdir()
-    (stage1 / "manifest.json").write_text("{}")
     env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": wise, "PROTOCOL": protocol,
            "PARTNER": "never-made-partner"}
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
@@ -87,11 +90,8 @@ def test_cv_row_refuses_a_partner_row_it_cannot_use_before_training(tmp_path: Pa
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize(("protocol", "message"), [("seeded", "TEACHERS needs PROTOCOL=u-nlb or u-nlbf"),
                                                    ("u-nlbf", "no package there (run row never-made-teacher first)")])
-def test_cv_row_refuses_a_teacher_row_it_cannot_use_before_training(tmp_path: Path, protocol: str, message: str) -> None:
+def test_cv_row_refuses_a_teacher_row_it_cannot_use_before_training(stage1: Path, protocol: str, message: str) -> None:
     """Issue 13's rule 120: a distilled row's teachers are checked for every seed before any training."""
-    stage1 = tmp_path / "pkg"
-    stage1.mkdir()
-    (stage1 / "manifest.json").write_text("{}")
     env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": "0.7" if protocol != "seeded" else "",
            "PROTOCOL": protocol, "TEACHERS": "never-made-teacher"}
     result = subprocess.run(["bash", str(SCRIPTS[0].parent / "cv_row.sh"), "51000005"], capture_output=True, text=True, env=env, check=False)
@@ -121,11 +121,8 @@ def test_train_cv_refuses_widths_that_are_not_a_list_of_channels_before_writing(
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("fold", ["A", "B"])
-def test_cv_row_refuses_a_missing_fold_stage1_before_training(tmp_path: Path, fold: str) -> None:
+def test_cv_row_refuses_a_missing_fold_stage1_before_training(stage1: Path, tmp_path: Path, fold: str) -> None:
     """Issue 13's rule 138: a fold's own stage 1 is checked, as STAGE1 is, before any training."""
-    stage1 = tmp_path / "pkg"
-    stage1.mkdir()
-    (stage1 / "manifest.json").write_text("{}")
     missing = tmp_path / "no-such-stage1"
     env = {"PATH": "/usr/bin:/bin", "STAGE1": str(stage1), "NAME": "never-made", "WISE": "0.7", "PROTOCOL": "u-nlbf",
            f"STAGE1_{fold}": str(missing)}
