@@ -75,25 +75,35 @@ DEFAULT_SEEDS = range(33_100_000, 33_100_008)
 DEFAULT = {"skull_stripped": True, "in_plane_spacing_mm": 2.0, "slice_thickness_mm": 2.0}
 
 
+def find_dots(study: Study) -> tuple[np.ndarray, list[int], np.ndarray, np.ndarray]:
+    """The study's dots (module docstring): int (nk, nj, ni) labels of its bright deep components,
+    the labels of those that are dots (5-25 voxels), and the bool brain mask and deep-brain mask
+    (at least ``MIN_DEPTH_MM`` below its edge) they were found in."""
+    dwi = np.asarray(study.dwi.array, dtype=np.float32)
+    brain = brain_mask(study.dwi, foreground=study.foreground)
+    deep = edge_depth_mm(brain, study.dwi.spacing_mm) >= MIN_DEPTH_MM
+    median = float(np.median(dwi[brain]))
+    in_plane = (1, BACKGROUND_PX, BACKGROUND_PX)  # (k, j, i): never across slices
+    background = ndimage.median_filter(np.where(brain, dwi, median), size=in_plane)
+    bright = (dwi >= RATIO * np.maximum(background, 1e-6)) & deep
+    labels, count = ndimage.label(bright, structure=np.ones((3, 3, 3)))
+    sizes = np.asarray(ndimage.sum_labels(bright, labels, range(1, count + 1))).reshape(-1)
+    return labels, (np.flatnonzero((sizes >= SIZE[0]) & (sizes < SIZE[1])) + 1).tolist(), brain, deep
+
+
 def study_dots(study: Study, truth: np.ndarray, *, mirror: bool = False, probability: np.ndarray | None = None) -> dict[str, Any]:
     """Dots of one study (module docstring): per-dot ratios, dots per 100 mL, DWI texture; with
     ``mirror`` each dot's DWI over its registered mirror, with ``probability`` (float (nk, nj, ni),
     a network's on the study) each dot's highest probability."""
     dwi = np.asarray(study.dwi.array, dtype=np.float32)
     adc = np.asarray(study.adc.array, dtype=np.float32)
-    brain = brain_mask(study.dwi, foreground=study.foreground)
+    labels, dot_labels, brain, deep = find_dots(study)
     pair = contralateral_dwi(study.dwi, brain) if mirror else None
-    deep = edge_depth_mm(brain, study.dwi.spacing_mm) >= MIN_DEPTH_MM
     median, adc_median = float(np.median(dwi[brain])), float(np.median(adc[brain]))
-    in_plane = (1, BACKGROUND_PX, BACKGROUND_PX)  # (k, j, i): never across slices
-    background = ndimage.median_filter(np.where(brain, dwi, median), size=in_plane)
-    bright = (dwi >= RATIO * np.maximum(background, 1e-6)) & deep
-    labels, count = ndimage.label(bright, structure=np.ones((3, 3, 3)))
-    sizes = ndimage.sum_labels(bright, labels, range(1, count + 1))
     near_lesion = ndimage.binary_dilation(truth, iterations=RING)
     fossa = posterior_fossa_mask(study.dwi, brain)
     dots: dict[str, list[dict[str, float]]] = {"lesion": [], "other": []}
-    for label in np.flatnonzero((sizes >= SIZE[0]) & (sizes < SIZE[1])) + 1:
+    for label in dot_labels:
         inside = labels == label
         ring = ndimage.binary_dilation(inside, iterations=RING) & ~inside & brain
         dot = {

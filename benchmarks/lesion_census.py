@@ -26,7 +26,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 from scipy import ndimage
@@ -85,31 +86,43 @@ def f1_ceiling(sizes: np.ndarray, smallest: int) -> float:
     return 1.0 if found + missed == 0 else found / (found + missed / 2)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--settings-from", type=Path, required=True, metavar="RESULT.json")
-    parser.add_argument("--fold-packages", nargs=2, required=True, metavar="FOLD=DIR")
-    parser.add_argument("--label", required=True)
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class ReproducedFold:
+    """One held-out score of a committed row, rebuilt: the fold's network on its held-out case
+    (``setting`` "native" or "6mm") and the mask the row's post-processing cuts from it."""
+
+    fold: str
+    case: str
+    directory: str
+    package: Any  # ModelPackage
+    postprocessing: dict[str, Any]
+    setting: str
+    prepared: Any  # real_scan_cv.Prepared
+    mask: np.ndarray  # bool (nk, nj, ni)
+
+
+def reproduced_folds(settings_from: Path, fold_specs: list[str], tool: str) -> Iterator[ReproducedFold]:
+    """Each fold of ``fold_specs`` (``FOLD=DIR``) scored natively and as 6 mm slabs with the
+    post-processing the committed result ``settings_from`` chose; exits with ``tool``'s message
+    when the cases are absent, the result is unreadable, a package trained on its held-out case,
+    or its Dice is not the row's within :data:`REPRODUCED_DICE` (fold packages are not kept, so a
+    retrained one must show it is the row's)."""
     if not ISLES.is_dir():
-        raise SystemExit(f"lesion_census: {ISLES} is absent; it needs the two ISLES'22 cases")
+        raise SystemExit(f"{tool}: {ISLES} is absent; it needs the two ISLES'22 cases")
     try:
-        row = json.loads(args.settings_from.read_text(encoding="utf-8"))
+        row = json.loads(settings_from.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
-        raise SystemExit(f"lesion_census: {args.settings_from}: not a readable result file ({error})") from None
-    results: dict[str, Any] = {}
-    for spec in args.fold_packages:
+        raise SystemExit(f"{tool}: {settings_from}: not a readable result file ({error})") from None
+    for spec in fold_specs:
         fold, _, directory = spec.partition("=")
         if fold not in row.get("folds", {}):
-            raise SystemExit(f"lesion_census: {spec}: {args.settings_from} has no fold {fold!r}")
+            raise SystemExit(f"{tool}: {spec}: {settings_from} has no fold {fold!r}")
         entry = row["folds"][fold]
         case = entry["held_out_case"]
         package = fold_package(directory)
         if case in real_cases_used(package):
-            raise SystemExit(f"lesion_census: {directory} was trained on {case}; it is not held out there")
+            raise SystemExit(f"{tool}: {directory} was trained on {case}; it is not held out there")
         settings = PostProcessing(**entry["postprocessing"])
-        results[fold] = {"held_out_case": case, "package_dir": directory, "weights_sha256": package.sha256,
-                         "postprocessing": entry["postprocessing"]}
         for setting, thick in (("native", False), ("6mm", True)):
             study, truth = load_real(case, thick)
             prepared = prepare(case, study, truth, package, regions=False)
@@ -117,10 +130,25 @@ def main() -> None:
             reproduced = volume_dice(mask, prepared.truth)
             expected = entry["scores"][setting]["model"]["volume_dice"]
             if abs(reproduced - expected) > REPRODUCED_DICE:
-                raise SystemExit(f"lesion_census: {directory} scores Dice {reproduced:.4f} on {case} {setting}, the row "
-                                 f"{expected:.4f}: it does not reproduce {args.settings_from}")
-            results[fold][setting] = {"volume_dice": round(reproduced, 4), **census(mask, prepared.truth, prepared.probability)}
-            print(f"fold {fold} {case} {setting}: {json.dumps(results[fold][setting])}", flush=True)
+                raise SystemExit(f"{tool}: {directory} scores Dice {reproduced:.4f} on {case} {setting}, the row "
+                                 f"{expected:.4f}: it does not reproduce {settings_from}")
+            yield ReproducedFold(fold, case, directory, package, entry["postprocessing"], setting, prepared, mask)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings-from", type=Path, required=True, metavar="RESULT.json")
+    parser.add_argument("--fold-packages", nargs=2, required=True, metavar="FOLD=DIR")
+    parser.add_argument("--label", required=True)
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    for scored in reproduced_folds(args.settings_from, args.fold_packages, "lesion_census"):
+        fold, case, setting, prepared, mask = scored.fold, scored.case, scored.setting, scored.prepared, scored.mask
+        results.setdefault(fold, {"held_out_case": case, "package_dir": scored.directory,
+                                  "weights_sha256": scored.package.sha256, "postprocessing": scored.postprocessing})
+        results[fold][setting] = {"volume_dice": round(volume_dice(mask, prepared.truth), 4),
+                                  **census(mask, prepared.truth, prepared.probability)}
+        print(f"fold {fold} {case} {setting}: {json.dumps(results[fold][setting])}", flush=True)
     from LambdaSegmentLib.training.export import source_revision
 
     out = REPO / "benchmarks" / "results" / f"lesion_census_{args.label}.json"
