@@ -23,7 +23,6 @@ to come from each fold's own search. Only numbers are written:
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bright_dots import find_dots  # noqa: E402
-from lesion_census import reproduced_folds  # noqa: E402
+from lesion_census import reproduced_folds, row_arguments  # noqa: E402
 
 from LambdaSegmentLib.metrics.isles import lesion_detection, volume_dice  # noqa: E402
 
@@ -69,11 +68,7 @@ def rescued(mask: np.ndarray, truth: np.ndarray, probability: np.ndarray, labels
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--settings-from", type=Path, required=True, metavar="RESULT.json")
-    parser.add_argument("--fold-packages", nargs=2, required=True, metavar="FOLD=DIR")
-    parser.add_argument("--label", required=True)
-    args = parser.parse_args()
+    args = row_arguments(__doc__.splitlines()[0])
     results: dict[str, Any] = {}
     for scored in reproduced_folds(args.settings_from, args.fold_packages, "dot_rescue"):
         prepared = scored.prepared

@@ -135,12 +135,18 @@ def reproduced_folds(settings_from: Path, fold_specs: list[str], tool: str) -> I
             yield ReproducedFold(fold, case, directory, package, entry["postprocessing"], setting, prepared, mask)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def row_arguments(description: str) -> argparse.Namespace:
+    """The command line of a script that rebuilds a committed row's folds (:func:`reproduced_folds`):
+    ``--settings-from RESULT.json --fold-packages A=DIR B=DIR --label NAME``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--settings-from", type=Path, required=True, metavar="RESULT.json")
     parser.add_argument("--fold-packages", nargs=2, required=True, metavar="FOLD=DIR")
     parser.add_argument("--label", required=True)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = row_arguments(__doc__.splitlines()[0])
     results: dict[str, Any] = {}
     for scored in reproduced_folds(args.settings_from, args.fold_packages, "lesion_census"):
         fold, case, setting, prepared, mask = scored.fold, scored.case, scored.setting, scored.prepared, scored.mask
