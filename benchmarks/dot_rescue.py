@@ -36,34 +36,35 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bright_dots import find_dots  # noqa: E402
-from lesion_census import reproduced_folds, row_arguments  # noqa: E402
-
-from LambdaSegmentLib.metrics.isles import lesion_detection, volume_dice  # noqa: E402
+from lesion_census import reproduced_folds, row_arguments, write_row_result  # noqa: E402
+from real_scan_cv import Prepared, score  # noqa: E402
 
 DOT_THRESHOLDS = (0.1, 0.03, 0.01, 0.003, 0.001)  # highest network probability on a dot
 
 
-def scores(mask: np.ndarray, truth: np.ndarray, voxel_volume_mm3: float) -> dict[str, float]:
-    """Volume Dice, lesion-wise F1 and false-positive mL of bool (nk, nj, ni) ``mask``."""
-    return {"volume_dice": round(volume_dice(mask, truth), 4), "lesion_f1": round(lesion_detection(mask, truth).f1, 4),
-            "false_positive_ml": round(float((mask & ~truth).sum()) * voxel_volume_mm3 / 1000.0, 3)}
+def scores(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
+    """Volume Dice, lesion-wise F1 and false-positive mL of bool (nk, nj, ni) ``mask``, as
+    ``real_scan_cv.py`` scores a row (its ``score``)."""
+    row = score(prepared, mask)
+    return {"volume_dice": round(row["volume_dice"], 4), "lesion_f1": round(row["lesion_f1"], 4),
+            "false_positive_ml": round(row["fp_ml"], 3)}
 
 
-def rescued(mask: np.ndarray, truth: np.ndarray, probability: np.ndarray, labels: np.ndarray, dots: list[int],
-            voxel_volume_mm3: float) -> dict[str, Any]:
+def rescued(prepared: Prepared, mask: np.ndarray, labels: np.ndarray, dots: list[int]) -> dict[str, Any]:
     """The mask alone, then with the dots (``labels`` == each of ``dots``) it does not touch added
     at each of :data:`DOT_THRESHOLDS`."""
+    truth = prepared.truth != 0
     dots_array = np.asarray(dots, dtype=np.int64)
-    highest = np.asarray(ndimage.maximum(probability, labels, dots_array), dtype=np.float64).reshape(-1)
+    highest = np.asarray(ndimage.maximum(prepared.probability, labels, dots_array), dtype=np.float64).reshape(-1)
     touched = np.isin(dots_array, np.unique(labels[mask]))
     on_lesion = np.isin(dots_array, np.unique(labels[truth]))
     out: dict[str, Any] = {"dots": len(dots), "dots_on_lesions": int(on_lesion.sum()), "already_in_mask": int(touched.sum()),
-                           "mask": scores(mask, truth, voxel_volume_mm3), "added": {}}
+                           "mask": scores(prepared, mask), "added": {}}
     for p in DOT_THRESHOLDS:
         chosen = (highest >= p) & ~touched
         grown = mask | np.isin(labels, dots_array[chosen])
         out["added"][f"{p:g}"] = {"dots": int(chosen.sum()), "on_lesions": int((chosen & on_lesion).sum()),
-                                  **scores(grown, truth, voxel_volume_mm3)}
+                                  **scores(prepared, grown)}
     return out
 
 
@@ -75,17 +76,9 @@ def main() -> None:
         labels, dots, _brain, _deep = find_dots(prepared.study)
         entry = results.setdefault(scored.fold, {"held_out_case": scored.case, "package_dir": scored.directory,
                                                  "weights_sha256": scored.package.sha256})
-        entry[scored.setting] = rescued(scored.mask, prepared.truth != 0, prepared.probability, labels, dots,
-                                        prepared.study.dwi.voxel_volume_mm3)
+        entry[scored.setting] = rescued(prepared, scored.mask, labels, dots)
         print(f"fold {scored.fold} {scored.case} {scored.setting}: {json.dumps(entry[scored.setting])}", flush=True)
-    from LambdaSegmentLib.training.export import source_revision
-
-    out = REPO / "benchmarks" / "results" / f"dot_rescue_{args.label}.json"
-    command = (f"benchmarks/dot_rescue.py --settings-from {args.settings_from} --fold-packages "
-               + " ".join(args.fold_packages) + f" --label {args.label}")
-    out.write_text(json.dumps({"command": command, "revision": source_revision(), "dot_thresholds": list(DOT_THRESHOLDS),
-                               "folds": results}, indent=1) + "\n", encoding="utf-8")
-    print(f"written {out}")
+    write_row_result("dot_rescue", args, {"dot_thresholds": list(DOT_THRESHOLDS), "folds": results})
 
 
 if __name__ == "__main__":

@@ -145,6 +145,20 @@ def row_arguments(description: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
+def write_row_result(tool: str, args: argparse.Namespace, payload: dict[str, Any]) -> Path:
+    """``benchmarks/results/<tool>_<label>.json``: the command that made it (:func:`row_arguments`'),
+    the source revision, then ``payload``."""
+    from LambdaSegmentLib.training.export import source_revision
+
+    out = REPO / "benchmarks" / "results" / f"{tool}_{args.label}.json"
+    command = (f"benchmarks/{tool}.py --settings-from {args.settings_from} --fold-packages "
+               + " ".join(args.fold_packages) + f" --label {args.label}")
+    out.write_text(json.dumps({"command": command, "revision": source_revision(), **payload}, indent=1) + "\n",
+                   encoding="utf-8")
+    print(f"written {out}")
+    return out
+
+
 def main() -> None:
     args = row_arguments(__doc__.splitlines()[0])
     results: dict[str, Any] = {}
@@ -155,14 +169,7 @@ def main() -> None:
         results[fold][setting] = {"volume_dice": round(volume_dice(mask, prepared.truth), 4),
                                   **census(mask, prepared.truth, prepared.probability)}
         print(f"fold {fold} {case} {setting}: {json.dumps(results[fold][setting])}", flush=True)
-    from LambdaSegmentLib.training.export import source_revision
-
-    out = REPO / "benchmarks" / "results" / f"lesion_census_{args.label}.json"
-    command = (f"benchmarks/lesion_census.py --settings-from {args.settings_from} --fold-packages "
-               + " ".join(args.fold_packages) + f" --label {args.label}")
-    out.write_text(json.dumps({"command": command, "revision": source_revision(), "size_bins_voxels": size_bin_names(),
-                               "folds": results}, indent=1) + "\n", encoding="utf-8")
-    print(f"written {out}")
+    write_row_result("lesion_census", args, {"size_bins_voxels": size_bin_names(), "folds": results})
 
 
 if __name__ == "__main__":
