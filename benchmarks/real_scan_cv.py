@@ -18,7 +18,8 @@ mean score of 12 synthetic validation studies (seeds 32,000,000+, skull-stripped
 default ranges, or with ``--validation-synthesis JSON``'s generator options on top: these
 studies only, never the ``--synthetic`` scoring studies; ``--validation-large N`` adds N
 skull-stripped whole-territory infarcts of 100-300 mL, seeds 32,100,000+, so that the search
-sees what a step costs them); (b) keeps one case from dictating the rule. ``--search-data synthetic``
+sees what a step costs them, and ``--validation-embolic N`` N skull-stripped embolic showers of
+2-10 mL, seeds 32,200,000+, the same for scattered small lesions); (b) keeps one case from dictating the rule. ``--search-data synthetic``
 drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
 (``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
 three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
@@ -96,6 +97,8 @@ OUT = REPO / "benchmarks" / "results" / "real_scan_cv"
 SYNTHETIC_VALIDATION_SEEDS = range(32_000_000, 32_000_012)
 # --validation-large N: the search's whole-territory studies (SYNTHETIC_LARGE_RANGES), seeds from here
 SYNTHETIC_VALIDATION_LARGE_START = 32_100_000
+# --validation-embolic N: the search's embolic showers (SYNTHETIC_EMBOLIC_RANGES), seeds from here
+SYNTHETIC_VALIDATION_EMBOLIC_START = 32_200_000
 VALIDATION_RANGES: dict[str, Any] = {"skull_stripped": True}  # the validation studies' fixed options
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
@@ -103,6 +106,8 @@ SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
 # whatever volume was drawn; a LESYMAP shape keeps its own size)
 SYNTHETIC_LARGE_RANGES: dict[str, Any] = {"lesion_kind": "territorial", "lesion_volume_ml": (100.0, 300.0),
                                           "massive_infarct_probability": 1.0, "lesymap_probability": 0.0}
+# embolic showers of many small lesions (the generator's default lesion signal; issue 13's rule 141)
+SYNTHETIC_EMBOLIC_RANGES: dict[str, Any] = {"lesion_kind": "embolic", "lesion_volume_ml": (2.0, 10.0)}
 # --seed-packages: a seed package's probability at or above this marks where it detects a lesion
 # (fixed, its training threshold; never searched)
 SEED_THRESHOLD = 0.5
@@ -328,23 +333,35 @@ def large_validation_seeds(count: int) -> range:
     return range(SYNTHETIC_VALIDATION_LARGE_START, SYNTHETIC_VALIDATION_LARGE_START + count)
 
 
-def validation_studies(extra_ranges: dict[str, Any], large: int = 0) -> list[tuple[str, Study, np.ndarray]]:
+def embolic_validation_seeds(count: int) -> range:
+    """The seeds of ``--validation-embolic``'s embolic showers."""
+    return range(SYNTHETIC_VALIDATION_EMBOLIC_START, SYNTHETIC_VALIDATION_EMBOLIC_START + count)
+
+
+def validation_studies(extra_ranges: dict[str, Any], large: int = 0, embolic: int = 0) -> list[tuple[str, Study, np.ndarray]]:
     """The search's synthetic validation studies as (name, study, truth): SYNTHETIC_VALIDATION_SEEDS
     (VALIDATION_RANGES, with ``extra_ranges``, ``--validation-synthesis``, on top), then ``large``
-    whole-territory studies (``--validation-large``: SYNTHETIC_LARGE_RANGES, skull-stripped as the
-    rest, ``extra_ranges``' other options too). All weigh alike in the validation's mean."""
+    whole-territory studies (``--validation-large``: SYNTHETIC_LARGE_RANGES), then ``embolic``
+    embolic showers (``--validation-embolic``: SYNTHETIC_EMBOLIC_RANGES), skull-stripped as the
+    rest, ``extra_ranges``' other options too. All weigh alike in the validation's mean."""
     studies = [(f"synth-{seed}", *synthetic(seed, **extra_ranges, **VALIDATION_RANGES)) for seed in SYNTHETIC_VALIDATION_SEEDS]
-    large_ranges = {**extra_ranges, **SYNTHETIC_LARGE_RANGES, **VALIDATION_RANGES}
-    return studies + [(f"synth-large-{seed}", *synthetic(seed, **large_ranges)) for seed in large_validation_seeds(large)]
+    for name, ranges, seeds in (("large", SYNTHETIC_LARGE_RANGES, large_validation_seeds(large)),
+                                ("embolic", SYNTHETIC_EMBOLIC_RANGES, embolic_validation_seeds(embolic))):
+        kind_ranges = {**extra_ranges, **ranges, **VALIDATION_RANGES}
+        studies += [(f"synth-{name}-{seed}", *synthetic(seed, **kind_ranges)) for seed in seeds]
+    return studies
 
 
-def validation_description(extra_ranges: dict[str, Any], large: int = 0) -> str:
+def validation_description(extra_ranges: dict[str, Any], large: int = 0, embolic: int = 0) -> str:
     """What the search's synthetic validation studies are, for a result's or manifest's "data"."""
     seeds = f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"
     described = seeds + (f" with {json.dumps(extra_ranges, sort_keys=True)}" if extra_ranges else "")
     if large:
         seeds = large_validation_seeds(large)
         described += f" + {large} whole-territory (100-300 mL) seeds {seeds.start}-{seeds.stop - 1}"
+    if embolic:
+        seeds = embolic_validation_seeds(embolic)
+        described += f" + {embolic} embolic (2-10 mL) seeds {seeds.start}-{seeds.stop - 1}"
     return described
 
 
@@ -570,13 +587,17 @@ def main() -> None:
     parser.add_argument("--validation-large", type=int, default=0, metavar="N",
                         help=f"add N skull-stripped whole-territory infarcts (100-300 mL, seeds {SYNTHETIC_VALIDATION_LARGE_START}+) "
                              "to the search's validation studies (default 0)")
+    parser.add_argument("--validation-embolic", type=int, default=0, metavar="N",
+                        help=f"add N skull-stripped embolic showers (2-10 mL, seeds {SYNTHETIC_VALIDATION_EMBOLIC_START}+) "
+                             "to the search's validation studies (default 0)")
     parser.add_argument("--folds", nargs="+", default=list(FOLDS), choices=list(FOLDS), help="folds to run (both)")
     parser.add_argument("--synthetic", action="store_true", help="also score the synthetic held-out studies")
     parser.add_argument("--montage-dir", type=Path, default=OUT / "montages")
     parser.add_argument("--no-montages", action="store_true")
     args = parser.parse_args()
-    if args.validation_large < 0:
-        parser.error(f"--validation-large must be a count >= 0, not {args.validation_large}")
+    for option, count in (("--validation-large", args.validation_large), ("--validation-embolic", args.validation_embolic)):
+        if count < 0:
+            parser.error(f"{option} must be a count >= 0, not {count}")
     if args.satellite_edge_only and args.satellite_mm is None:
         parser.error("--satellite-edge-only needs --satellite-mm")
     if args.satellite_mm is not None and "satellite" in args.steps:
@@ -588,7 +609,8 @@ def main() -> None:
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
              args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large,
-             args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only, args.margin_capped)
+             args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only, args.margin_capped,
+             args.validation_embolic)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -609,10 +631,12 @@ def main() -> None:
                                "satellite_mm": args.satellite_mm, "satellite_edge_only": args.satellite_edge_only,
                                "margin_capped": args.margin_capped,
                                "validation_large": args.validation_large,
+                               "validation_embolic": args.validation_embolic,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
                                "partner_packages": partner_specs or None,
                                "validation_synthesis": args.validation_synthesis, "folds": {}}
-    search_studies = validation_studies(args.validation_synthesis, args.validation_large) if args.postprocessing == "choose" else []
+    search_studies = validation_studies(args.validation_synthesis, args.validation_large,
+                                        args.validation_embolic) if args.postprocessing == "choose" else []
     synthetic_done: dict[tuple[str, str | None, str | None, str], dict[str, Any]] = {}
     pairs = tempfile.TemporaryDirectory(prefix="real_scan_cv-pairs-")  # the fold packages with a partner attached
     for fold in args.folds:
@@ -681,17 +705,18 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
          bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0,
          bilateral_total: bool = False, satellite_mm: float | None = None, satellite_edge_only: bool = False,
-         margin_capped: bool = False) -> None:
+         margin_capped: bool = False, embolic: int = 0) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
-    ``large``: ``--validation-large``) and write it into its manifest."""
+    ``large``: ``--validation-large``; ``embolic``: ``--validation-embolic``) and write it into its
+    manifest."""
     extra_ranges = extra_ranges or {}
     package = load_model_package(package_dir)
     flips = "flips" in steps
     own = [prepare(f"{case}-{'6mm' if thick else 'native'}", *load_real(case, thick), package, regions=False, flips=flips)
            for case in CASES for thick in (False, True)]
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
-                  for name, study, truth in validation_studies(extra_ranges, large)]
+                  for name, study, truth in validation_studies(extra_ranges, large, embolic)]
     settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions,
                                  bilateral_total, satellite_mm, satellite_edge_only, margin_capped)
     manifest_path = Path(package_dir) / "manifest.json"
@@ -708,8 +733,9 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
                    + (" --satellite-edge-only" if satellite_edge_only else "")
                    + (" --margin-capped" if margin_capped else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
-                   + (f" --validation-large {large}" if large else ""),
-        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large)],
+                   + (f" --validation-large {large}" if large else "")
+                   + (f" --validation-embolic {embolic}" if embolic else ""),
+        "data": [f"{CASES[case]} native and 6 mm" for case in CASES] + [validation_description(extra_ranges, large, embolic)],
         "objective": round(objective, 4),
         "objective_per_study": objective_name,
     }

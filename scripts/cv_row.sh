@@ -18,6 +18,8 @@
 # partner share of 0.5), writing $NAME-gentle-massive-seed<SEED>-unseeded-nlb.json.
 # PROTOCOL=u-nlbf: U-NL+B½ with the bilateral step fixed on instead of searched (issue 13's rule 97),
 # writing $NAME-gentle-massive-seed<SEED>-unseeded-nlbf.json.
+# PROTOCOL=none trains the row's networks (and their WiSE averages) and scores nothing: a committed
+# row's networks rebuilt to be searched again (runs folders are not kept; issue 13's rule 141).
 # WISE=ALPHA (with PROTOCOL=u-nlb or u-nlbf): each fold is pulled back towards the stage 1 it started
 # from in weight space, (1 - ALPHA) x stage 1 + ALPHA x fold (train_cv.sh wise, WiSE-FT), and those
 # packages are scored instead (issue 13's rule 102); give the row a NAME of its own.
@@ -48,7 +50,8 @@ if [[ -n ${SYNTHESIS_EXTRA:-} ]]; then
 fi
 read -r -a stage2_options <<< "${STAGE2_OPTIONS:-}"
 PROTOCOL=${PROTOCOL:-seeded}
-[[ $PROTOCOL == seeded || $PROTOCOL == u-nlb || $PROTOCOL == u-nlbf ]] || { echo "cv_row.sh: PROTOCOL must be seeded, u-nlb or u-nlbf, not $PROTOCOL" >&2; exit 2; }
+[[ $PROTOCOL == seeded || $PROTOCOL == u-nlb || $PROTOCOL == u-nlbf || $PROTOCOL == none ]] \
+    || { echo "cv_row.sh: PROTOCOL must be seeded, u-nlb, u-nlbf or none, not $PROTOCOL" >&2; exit 2; }
 WISE=${WISE:-}
 evaluate=evaluate
 if [[ -n $WISE ]]; then
@@ -92,7 +95,9 @@ for seed in "$@"; do
         partner=(--partner-packages "A=$(row_pkg "$PARTNER" "$seed" A)" "B=$(row_pkg "$PARTNER" "$seed" B)")
         suffix=-ensemble
     fi
-    if [[ $PROTOCOL == u-nlb ]]; then
+    if [[ $PROTOCOL == none ]]; then
+        echo "cv_row.sh: $runs trained, not scored (PROTOCOL=none)"
+    elif [[ $PROTOCOL == u-nlb ]]; then
         RUNS=$runs VALIDATION_LARGE=4 BILATERAL_FRACTION=0.5 SEARCH_STEPS="threshold edge contralateral bilateral" \
             LABEL="$NAME-gentle-massive-seed$seed-unseeded-nlb$suffix" ALPHA=$WISE scripts/train_cv.sh "$evaluate" "${partner[@]}"
     elif [[ $PROTOCOL == u-nlbf ]]; then

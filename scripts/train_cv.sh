@@ -234,6 +234,10 @@ SATELLITE_MM=${SATELLITE_MM:-}
 [[ ${MARGIN_CAPPED:-0} == 1 ]] && STEPS+=(--margin-capped)
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
+# VALIDATION_EMBOLIC=N adds N embolic showers of 2-10 mL to the search's validation studies
+# (--validation-embolic; rule 141), so that a fold choosing on a territorial case sees small lesions.
+VALIDATION_EMBOLIC=${VALIDATION_EMBOLIC:-}
+[[ -n $VALIDATION_EMBOLIC ]] && STEPS+=(--validation-embolic "$VALIDATION_EMBOLIC")
 
 EXTRA=("$@")
 case "$stage" in

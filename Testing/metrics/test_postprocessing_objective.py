@@ -112,6 +112,34 @@ def test_validation_large_adds_skull_stripped_whole_territory_studies_after_the_
                                                 "seeds 32100000-32100002")
 
 
+def test_validation_embolic_adds_skull_stripped_embolic_showers_after_the_large_ones(cv, monkeypatch) -> None:
+    """Rule 141: ``--validation-embolic N`` puts N embolic showers into the search's validation,
+    after the whole-territory infarcts, on seeds of their own that no other group uses."""
+    calls: list[tuple[int, dict]] = []
+    monkeypatch.setattr(cv, "synthetic", lambda seed, **ranges: calls.append((seed, ranges)) or (None, None))
+    options = {"susceptibility_side_gain": [0.6, 0.9]}
+    names = [name for name, _, _ in cv.validation_studies(options, large=1, embolic=2)]
+    assert names[-3:] == ["synth-large-32100000", "synth-embolic-32200000", "synth-embolic-32200001"]
+    assert all(ranges == {**options, "lesion_kind": "embolic", "lesion_volume_ml": (2.0, 10.0), "skull_stripped": True}
+               for _, ranges in calls[-2:])
+    others = set(cv.SYNTHETIC_VALIDATION_SEEDS) | set(cv.large_validation_seeds(100)) | set(cv.SYNTHETIC_TEST_SEEDS)
+    assert not set(cv.embolic_validation_seeds(100)) & (others | set(cv.SYNTHETIC_LARGE_SEEDS))
+    assert cv.validation_description({}, 1, 2) == ("synthetic seeds 32000000-32000011 + 1 whole-territory (100-300 mL) "
+                                                   "seeds 32100000-32100000 + 2 embolic (2-10 mL) seeds 32200000-32200001")
+    assert len(cv.validation_studies({}, embolic=0)) == len(cv.SYNTHETIC_VALIDATION_SEEDS)
+
+
+def test_an_embolic_validation_study_is_a_skull_stripped_shower_of_small_lesions(cv) -> None:
+    """The first embolic validation study, made for real: skull-stripped, several small lesions."""
+    from LambdaSegmentLib.metrics import label_lesions
+
+    ((_, study, truth),) = cv.validation_studies({}, embolic=1)[-1:]
+    _, count = label_lesions(truth)
+    volume_ml = truth.sum() * study.dwi.voxel_volume_mm3 / 1000
+    assert count >= 2 and 0.5 <= volume_ml <= 12.0
+    assert (study.dwi.array == 0).mean() > 0.3  # skull-stripped: nothing outside the brain
+
+
 def test_the_search_keeps_the_bilateral_partner_fraction_wherever_the_step_is_on(cv) -> None:
     settings = cv.candidate_settings(("threshold", "bilateral"), (0.5,), bilateral_fractions=(0.5,))
     assert [(s.bilateral_partner_mm, s.bilateral_partner_fraction) for s in settings] == [(None, 0.0), (4.0, 0.5)]
