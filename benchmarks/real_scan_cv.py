@@ -19,8 +19,8 @@ default ranges, or with ``--validation-synthesis JSON``'s generator options on t
 studies only, never the ``--synthetic`` scoring studies; ``--validation-large N`` adds N
 skull-stripped whole-territory infarcts of 100-300 mL, seeds 32,100,000+, so that the search
 sees what a step costs them, and ``--validation-embolic N`` N skull-stripped embolic showers of
-2-10 mL, seeds 32,200,000+, the same for scattered small lesions); (b) keeps one case from dictating the rule. ``--search-data synthetic``
-drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
+2-10 mL, seeds 32,200,000+, the same for scattered small lesions); (b) keeps one case from
+dictating the rule. ``--search-data synthetic`` drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
 (``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
 three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
 beyond the target's 1 mL (:func:`targets_score`).
