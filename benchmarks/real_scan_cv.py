@@ -20,10 +20,10 @@ studies only, never the ``--synthetic`` scoring studies; ``--validation-large N`
 skull-stripped whole-territory infarcts of 100-300 mL, seeds 32,100,000+, so that the search
 sees what a step costs them, and ``--validation-embolic N`` N skull-stripped embolic showers of
 2-10 mL, seeds 32,200,000+, the same for scattered small lesions); (b) keeps one case from
-dictating the rule. ``--search-data synthetic`` drops (a): no real case, of either lesion type, chooses the post-processing. The score of one study
-(``--objective``): ``dice``, its volume Dice (every package so far), or ``targets``, issue 13's
-three measures at once: (volume Dice + lesion-wise F1) / 2 − 0.1 per mL of false positives
-beyond the target's 1 mL (:func:`targets_score`).
+dictating the rule. ``--search-data synthetic`` drops (a): no real case, of either lesion type,
+chooses the post-processing. The score of one study (``--objective``): ``dice``, its volume Dice
+(every package so far), or ``targets``, issue 13's three measures at once: (volume Dice +
+lesion-wise F1) / 2 − 0.1 per mL of false positives beyond the target's 1 mL (:func:`targets_score`).
 
 The held-out case is scored natively and as 6 mm slabs (3 slices averaged; reference =
 slab majority; ``metrics.thick_slices``) for the model with its post-processing, the same
@@ -338,6 +338,15 @@ def embolic_validation_seeds(count: int) -> range:
     return range(SYNTHETIC_VALIDATION_EMBOLIC_START, SYNTHETIC_VALIDATION_EMBOLIC_START + count)
 
 
+def extra_validation_groups(large: int, embolic: int) -> list[tuple[str, str, dict[str, Any], range]]:
+    """The search's validation groups beyond the default studies, in order, as (name, what they
+    are, generator ranges, seeds): ``large`` whole-territory infarcts, then ``embolic`` showers."""
+    groups = (("large", "whole-territory", SYNTHETIC_LARGE_RANGES, large_validation_seeds(large)),
+              ("embolic", "embolic", SYNTHETIC_EMBOLIC_RANGES, embolic_validation_seeds(embolic)))
+    return [(name, f"{kind} ({ranges['lesion_volume_ml'][0]:g}-{ranges['lesion_volume_ml'][1]:g} mL)", ranges, seeds)
+            for name, kind, ranges, seeds in groups]
+
+
 def validation_studies(extra_ranges: dict[str, Any], large: int = 0, embolic: int = 0) -> list[tuple[str, Study, np.ndarray]]:
     """The search's synthetic validation studies as (name, study, truth): SYNTHETIC_VALIDATION_SEEDS
     (VALIDATION_RANGES, with ``extra_ranges``, ``--validation-synthesis``, on top), then ``large``
@@ -345,8 +354,7 @@ def validation_studies(extra_ranges: dict[str, Any], large: int = 0, embolic: in
     embolic showers (``--validation-embolic``: SYNTHETIC_EMBOLIC_RANGES), skull-stripped as the
     rest, ``extra_ranges``' other options too. All weigh alike in the validation's mean."""
     studies = [(f"synth-{seed}", *synthetic(seed, **extra_ranges, **VALIDATION_RANGES)) for seed in SYNTHETIC_VALIDATION_SEEDS]
-    for name, ranges, seeds in (("large", SYNTHETIC_LARGE_RANGES, large_validation_seeds(large)),
-                                ("embolic", SYNTHETIC_EMBOLIC_RANGES, embolic_validation_seeds(embolic))):
+    for name, _what, ranges, seeds in extra_validation_groups(large, embolic):
         kind_ranges = {**extra_ranges, **ranges, **VALIDATION_RANGES}
         studies += [(f"synth-{name}-{seed}", *synthetic(seed, **kind_ranges)) for seed in seeds]
     return studies
@@ -356,12 +364,9 @@ def validation_description(extra_ranges: dict[str, Any], large: int = 0, embolic
     """What the search's synthetic validation studies are, for a result's or manifest's "data"."""
     seeds = f"synthetic seeds {SYNTHETIC_VALIDATION_SEEDS.start}-{SYNTHETIC_VALIDATION_SEEDS.stop - 1}"
     described = seeds + (f" with {json.dumps(extra_ranges, sort_keys=True)}" if extra_ranges else "")
-    if large:
-        seeds = large_validation_seeds(large)
-        described += f" + {large} whole-territory (100-300 mL) seeds {seeds.start}-{seeds.stop - 1}"
-    if embolic:
-        seeds = embolic_validation_seeds(embolic)
-        described += f" + {embolic} embolic (2-10 mL) seeds {seeds.start}-{seeds.stop - 1}"
+    for _name, what, _ranges, seeds in extra_validation_groups(large, embolic):
+        if seeds:
+            described += f" + {len(seeds)} {what} seeds {seeds.start}-{seeds.stop - 1}"
     return described
 
 
