@@ -1,6 +1,7 @@
 """The documentation holds together: every relative link and image in README.md, CHANGELOG.md
 and docs/*.md points at a file or folder of the repository (and at a heading that exists,
-when it names one), and every sub-command of the real ``lambdasegment`` parser has its
+when it names one), every page and the generated tables they link are small enough for a
+forge to render whole, and every sub-command of the real ``lambdasegment`` parser has its
 section in docs/cli.md."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HTML_IMAGE = re.compile(r"<img[^>]*\bsrc=\"([^\"]+)\"")
 EXTERNAL = ("http://", "https://", "mailto:")
+# GitHub stops rendering a Markdown file at 512 KiB and shows the rest as nothing at all, so a
+# page past it loses its last sections silently (the model card's Known limits did, at 833 KiB).
+RENDER_LIMIT_BYTES = 512 * 1024
 
 
 def prose(text: str) -> str:
@@ -75,6 +79,14 @@ def test_every_relative_link_and_image_resolves(page: Path) -> None:
         elif anchor and resolved.suffix == ".md" and anchor not in heading_anchors(resolved):
             problems.append(f"{target}: no heading with anchor #{anchor} in {resolved.name}")
     assert not problems, f"{page.relative_to(REPO)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_page_and_linked_markdown_renders_whole(page: Path) -> None:
+    linked = {(page.parent / target.partition("#")[0]).resolve() for target in links(page)
+              if not target.startswith(EXTERNAL) and target.partition("#")[0].endswith(".md")}
+    too_big = {path for path in {page, *linked} if path.is_file() and path.stat().st_size >= RENDER_LIMIT_BYTES}
+    assert not too_big, ", ".join(f"{path.relative_to(REPO)}: {path.stat().st_size} bytes" for path in sorted(too_big))
 
 
 def test_pages_exist_and_the_readme_stays_short() -> None:

@@ -1,4 +1,4 @@
-"""Rule 71 of issue 13 (docs/MODEL_CARD.md): the skull-on condition of a release, pooled over skull-on studies.
+"""Rule 71 of issue 13 (docs/ablation.md): the skull-on condition of a release, pooled over skull-on studies.
 
     .venv/bin/python benchmarks/skull_on_gate.py benchmarks/results/synthetic_false_positives_held-out-8.json \\
         benchmarks/results/synthetic_false_positives_skull-on-16.json \\

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13's release gates for a candidate package against the bundled default, in one run
-# (docs/MODEL_CARD.md, rules 50, 71 and 75):
+# (docs/ablation.md, rules 50, 71 and 75):
 #
 #   scripts/release_gate.sh runs/X/shipped/pkg LABEL
 #

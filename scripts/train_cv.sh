@@ -203,7 +203,7 @@ evaluate_folds() {  # evaluate_folds LABEL FOLD_SUFFIX [real_scan_cv options]: $
 }
 # The post-processing search's steps (benchmarks/real_scan_cv.py --steps) for evaluate* and ship;
 # SEARCH_STEPS="threshold edge contralateral" is issue 13's protocol N (no minimum lesion size:
-# one real case of one lesion type cannot set a prior over lesion sizes; docs/MODEL_CARD.md, rule 36).
+# one real case of one lesion type cannot set a prior over lesion sizes; docs/ablation.md, rule 36).
 SEARCH_STEPS=${SEARCH_STEPS:-threshold size edge contralateral}
 read -r -a STEPS <<< "--steps $SEARCH_STEPS"
 # The search's threshold values (benchmarks/real_scan_cv.py --thresholds); empty: its default grid

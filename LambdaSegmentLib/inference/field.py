@@ -10,7 +10,7 @@ background in. Why it is off: issue 13's rules 121 and 122 measured it for the b
 at W = 256 mm (the widest training window, 128 voxels at 2 mm): nearly twice as fast on 384-512 mm
 fields of view, but 0.017 less mean Dice on 16 such generator studies than the whole stack,
 and one of the two ISLES'22 cases zero-padded to 512 mm moved further from its delivered mask
-(``benchmarks/network_field.py``; docs/MODEL_CARD.md). With it on, the network runs on the
+(``benchmarks/network_field.py``; docs/ablation-since-2.5.0.md). With it on, the network runs on the
 brain mask's bounding box grown by ``FIELD_MARGIN_MM`` on each side, widened to at least W, in
 whole multiples of the manifest's ``pad_multiple``, kept inside the stack; a stack no wider is
 run whole, unchanged to the bit. The probability outside the field is 0: it lies at least

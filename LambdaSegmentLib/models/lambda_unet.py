@@ -110,7 +110,7 @@ class LambdaUNet(UNet2p5d):
             (``downs.0``, its Lambda+ values included; its queries keep ``query_norm``) instead of ``norm``; None (every package
             up to 2.1.0): ``norm``. ``"group"`` with BatchNorm elsewhere takes batch statistics
             out of the two levels where they decided whether whole-territory infarcts were
-            found (``benchmarks/batchnorm_swap.py``; ``docs/MODEL_CARD.md``), and keeps them in
+            found (``benchmarks/batchnorm_swap.py``; ``docs/ablation.md``), and keeps them in
             the deeper levels, where GroupNorm everywhere learned too little.
         checkpoint_activations: recompute each encoder block's activations in the backward
             pass instead of storing them (training memory; same results).

@@ -7,7 +7,7 @@ begins from stage 1's package, ``--init-weights``), the path between them stays 
 and the average keeps much of the fine-tune's gain on its own data while losing less of the
 start's behaviour elsewhere. In this project stage 1 (synthetic studies only) rejects the real
 cases' skull-base rims and stage 2 (the fold's real case as background) finds more of the real
-lesions but marks those rims (docs/MODEL_CARD.md); the interpolation asks for both.
+lesions but marks those rims (docs/ablation.md, rules 102-103); the interpolation asks for both.
 
 What is averaged: every floating-point tensor of the state dict, BatchNorm's running mean and
 variance included (both models' statistics describe the same features up to the fine-tune's

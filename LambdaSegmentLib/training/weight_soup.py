@@ -5,7 +5,7 @@ pre-trained model: when every run starts from the same weights and trains briefl
 in one basin, and their average is often better and steadier than any one of them. Here the
 ingredients are draws of one stage-1 recipe (the same ``--init-weights`` start, other study
 streams): issue 13 found that the draw decides more than any recipe change measured
-(docs/MODEL_CARD.md, rules 56-58), and a soup is one network whose behaviour depends less on one
+(docs/ablation.md, rules 56-58), and a soup is one network whose behaviour depends less on one
 draw's last batches, at the inference cost of one network.
 
 What is averaged: every floating-point tensor of the state dict, BatchNorm's running mean and
