@@ -22,8 +22,8 @@ PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HTML_IMAGE = re.compile(r"<img[^>]*\bsrc=\"([^\"]+)\"")
 EXTERNAL = ("http://", "https://", "mailto:")
-# GitHub stops rendering a Markdown file at 512 KiB and shows the rest as nothing at all, so a
-# page past it loses its last sections silently (the model card's Known limits did, at 833 KiB).
+# GitHub renders only the first 512 KiB of a Markdown file (isaacs/github#1610), so a page past
+# it loses its last sections without a warning (the model card's Known limits did, at 833 KiB).
 RENDER_LIMIT_BYTES = 512 * 1024
 
 
