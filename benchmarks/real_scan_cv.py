@@ -1,7 +1,7 @@
 """Accuracy on real scans by two-fold cross-validation over the two ISLES'22 cases (issue 13's protocol).
 
 The protocol is fixed here, before any tuning, and every number in the model card's
-accuracy and ablation tables comes from this script.
+accuracy tables and in the ablation table (docs/ablation.md) comes from this script.
 
 Folds (``../shared/data/isles22``):
 - fold A: case 0001 may be used in any way (training, injection, checkpoint choice,

@@ -1,4 +1,4 @@
-"""The model card's ablation table, built from ``benchmarks/results/real_scan_cv/*.json``.
+"""The ablation table (linked from the model card), built from ``benchmarks/results/real_scan_cv/*.json``.
 
     .venv/bin/python benchmarks/real_scan_cv_table.py   # -> benchmarks/results/real_scan_cv/ablation.md
     .venv/bin/python benchmarks/real_scan_cv_table.py --means LABEL [LABEL ...]   # a row's held-out means
