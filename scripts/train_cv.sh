@@ -21,6 +21,10 @@
 #                                     # RELEASE_SHIP=0 stops at the network, before ship;
 #                                     # STAGE1_FROM_SCRATCH=1 trains that stage 1 and the one it continues
 #                                     # (runs/cv-rms's) again first instead of copying it
+#   scripts/train_cv.sh ensemble      # the third bundled package, lambdaunet-dwi-ensemble 1.0.0 (issue 13's rules 119
+#                                     # and 143): the bundled default's network (2.5.0) with 2.4.0's, rebuilt by
+#                                     # release (RELEASE_DRAW=D2prime, RELEASE_SHIP=0) unless runs/release-2.4.0 has it,
+#                                     # attached as its partner, then ship in runs/ensemble-1.0.0 (ENSEMBLE_RUNS=)
 #   SEED_FROM=pretrain scripts/train_cv.sh ship   # the same, with the pretrain attached first as the
 #                                     # package's seed network (scripts/attach_network.py, threshold 0.5);
 #                                     # SEED_FROM names a stage of $RUNS or, with a "/", any package directory
@@ -141,7 +145,7 @@ OBJECTIVE=${OBJECTIVE:-dice}
 ALPHA=${ALPHA:-0.5}  # the fine-tuned package's weight in the wise stage
 BUNDLED=LambdaSegmentLib/resources/models/$SHIP_NAME  # where ship puts the package: the default, or a second bundled package
 ISLES=${ISLES:-../shared/data/isles22}
-stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|release|soup|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
+stage=${1:?usage: scripts/train_cv.sh pretrain|foldA|foldB|shipped|evaluate|ship|pair|release|ensemble|soup|foldA-contra|foldB-contra|evaluate-contra|shipped-contra|foldA-carve|foldB-carve|evaluate-carve|foldA-blob|foldB-blob|evaluate-blob|wise|evaluate-wise|evaluate-seeded [train options]}
 shift
 
 PAPER_CHANNELS='["eadc", "dwi"]'
@@ -313,6 +317,31 @@ case "$stage" in
         [[ ${RELEASE_SHIP:-1} == 1 ]] || exit 0  # RELEASE_SHIP=0: the network only, for a candidate gated before it ships
         RUNS=$release_runs SHIP_FROM=shipped-wise-$release_alpha SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
             BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
+    ensemble)  # issue 13's rule 143: two stage-1 draws' release networks averaged in probability (rule 119 (c))
+        ensemble_runs=${ENSEMBLE_RUNS:-runs/ensemble-1.0.0}
+        partner=runs/release-2.4.0/shipped-wise-0.7/pkg
+        if [[ ! -f $partner/manifest.json ]]; then
+            RELEASE_DRAW=D2prime RELEASE_VERSION=2.4.0 RELEASE_SHIP=0 scripts/train_cv.sh release "${EXTRA[@]}"
+        fi
+        mkdir -p "$ensemble_runs/primary"
+        rm -rf "$ensemble_runs/primary/pkg" && cp -r LambdaSegmentLib/resources/models/lambdaunet-dwi "$ensemble_runs/primary/pkg"
+        rm -rf "$ensemble_runs/primary/pkg/partner" "$ensemble_runs/primary/pkg/seed"
+        # the copy is renamed; its network and the rest of its manifest stay the default's (ship chooses
+        # the post-processing and the confidence threshold again, with both networks)
+        "$PYTHON" - "$ensemble_runs/primary/pkg/manifest.json" <<'RENAME'
+import json, sys
+path = sys.argv[1]
+manifest = json.load(open(path, encoding="utf-8"))
+manifest.update(name="lambdaunet-dwi-ensemble", version="1.0.0")
+for key in ("partner_network", "seed_network"):
+    manifest.pop(key, None)
+with open(path, "w", encoding="utf-8") as handle:
+    json.dump(manifest, handle, indent=2)
+    handle.write("\n")
+RENAME
+        SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-ensemble RUNS=$ensemble_runs SHIP_FROM=primary PARTNER_FROM=$partner \
+            SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 \
+            scripts/train_cv.sh ship ;;
     wise)
         for fold in foldA foldB; do
             "$PYTHON" scripts/interpolate_weights.py "$(stage1_of $fold)" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite

@@ -15,8 +15,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``segment`` and ``segment-dir``."""
     parser.add_argument("--model", type=Path, default=None, metavar="DIR|NAME",
                         help="model package directory (manifest.json + weights), or the name of a bundled package: "
-                             "lambdaunet-dwi (the default) or lambdaunet-dwi-pair (two networks averaged: fewer false "
-                             "positives, about twice the time; docs/MODEL_CARD.md)")
+                             "lambdaunet-dwi (the default), lambdaunet-dwi-ensemble (the default's network and a second "
+                             "training draw's, averaged: more found held out, twice the network time) or "
+                             "lambdaunet-dwi-pair (two networks averaged: fewer false positives, about twice the time); "
+                             "docs/MODEL_CARD.md")
     parser.add_argument("--device", default="auto", help="auto (CUDA, then Apple MPS, then CPU), cpu, cuda, cuda:N or mps")
     parser.add_argument("--memory-budget-gb", type=float, default=None, metavar="GB",
                         help="bound the model's peak memory; bigger studies run in overlapping slabs with the same result "

@@ -84,7 +84,7 @@ def report_row(report: Mapping[str, Any]) -> dict[str, str]:
         "model_sha256": str(report["model"]["sha256"]),
         # empty for a package without a seed network (every package before issue 13's seeded recipe)
         "seed_network_sha256": str(report["model"].get("seed_network", {}).get("sha256", "")),
-        # empty for a package without a partner network (every package but lambdaunet-dwi-pair)
+        # empty for a package without a partner network (the default; lambdaunet-dwi-ensemble and -pair have one)
         "partner_network_sha256": str(report["model"].get("partner_network", {}).get("sha256", "")),
         "device": report["device"],
         "seconds": f"{report['seconds']:.3f}",

@@ -322,5 +322,5 @@ def test_the_model_selector_lists_the_bundled_packages_default_first(lambda_segm
     assert Logic.bundledModelPackageDir("lambdaunet-dwi-pair", models) == str(pair)
     with pytest.raises(ValueError, match="'lambdaunet-dwi-trio' is not installed"):
         Logic.bundledModelPackageDir("lambdaunet-dwi-trio", models)
-    # the extension's own folder: its default package is listed first
-    assert Logic.bundledModelPackages()[0][0] == ""
+    # the extension's own folder: its default package is listed first, then the two that --model selects
+    assert [name for name, _label in Logic.bundledModelPackages()] == ["", "lambdaunet-dwi-ensemble", "lambdaunet-dwi-pair"]

@@ -1,5 +1,6 @@
 """The shipped model packages (``LambdaSegmentLib/resources/models/``: the default
-``lambdaunet-dwi`` and the second package ``lambdaunet-dwi-pair``).
+``lambdaunet-dwi`` and the two that ``--model`` selects, ``lambdaunet-dwi-ensemble`` and
+``lambdaunet-dwi-pair``).
 
 Acceptance of issue 6: each package loads with ``weights_only=True``, its weights (and those
 of its seed and partner networks) match the SHA-256 of its manifest and of the model card, it
@@ -28,8 +29,19 @@ CASES = ("sub-strokecase0001", "sub-strokecase0003")
 PACKAGES = [directory.name for directory in bundled_packages()]
 
 
-def test_both_packages_are_bundled_the_default_first() -> None:
-    assert PACKAGES == ["lambdaunet-dwi", "lambdaunet-dwi-pair"]
+def test_the_three_packages_are_bundled_the_default_first() -> None:
+    assert PACKAGES == ["lambdaunet-dwi", "lambdaunet-dwi-ensemble", "lambdaunet-dwi-pair"]
+
+
+def test_the_ensemble_is_the_default_network_with_a_second_draw_as_its_partner() -> None:
+    """Issue 13's rules 119 and 143: the ensemble's own network is the default's, bit for bit,
+    and its partner is another stage-1 draw's release network (2.4.0's), averaged in probability."""
+    default, ensemble = load_model_package("lambdaunet-dwi"), load_model_package("lambdaunet-dwi-ensemble")
+    assert ensemble.sha256 == default.sha256
+    assert ensemble.partner is not None and ensemble.seed is None
+    assert ensemble.partner.sha256 != default.sha256
+    assert (ensemble.partner.name, ensemble.partner.version) == ("lambdaunet-dwi", "2.4.0")
+    assert ensemble.partner.manifest["architecture"] == default.manifest["architecture"]
 
 
 def test_the_bundled_packages_load_and_their_weights_match_the_manifests_and_the_model_card() -> None:
