@@ -21,7 +21,10 @@ residuals of ln DWI and of the ADC against their own 3 x 3 median (``d ln DWI``;
   (S0 texture, or b0 noise, which moves the ADC alone);
 - ``correlation``: Pearson's r of the two residuals;
 - ``dwi_texture`` and ``adc_texture``: the residuals' standard deviations (``d ln DWI``, and
-  ``d ADC`` over the brain's median ADC).
+  ``d ADC`` over the brain's median ADC);
+- the same four over the part of that tissue at least ``CSF_MARGIN`` voxels in-plane from any
+  CSF-like voxel (``far_*``, with its ``far_voxels``): the coupling of tissue texture itself, not
+  of the partial volume with the CSF of sulci and ventricles next to it.
 
 Studies: the two ISLES'22 cases natively (``../shared``; numbers only, never images) and 8
 synthetic studies at the generator's default ranges made skull-stripped at 2 mm like them
@@ -54,6 +57,7 @@ from LambdaSegmentLib.io import Study  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 
 IN_PLANE = (1, 3, 3)  # (k, j, i): the residual's median window, never across slices
+CSF_MARGIN = 2  # in-plane voxels between a far_* voxel and the nearest CSF-like one
 
 
 def coupling(study: Study, truth: np.ndarray) -> dict[str, float]:
@@ -64,14 +68,19 @@ def coupling(study: Study, truth: np.ndarray) -> dict[str, float]:
     near_lesion = ndimage.binary_dilation(truth, iterations=RING)
     tissue = brain & (edge_depth_mm(brain, study.dwi.spacing_mm) >= MIN_DEPTH_MM) & (adc > 0) & (adc <= CSF_ADC) \
         & (dwi > 0) & ~near_lesion
+    near_csf = ndimage.binary_dilation(adc > CSF_ADC, structure=np.ones((1, 3, 3), bool), iterations=CSF_MARGIN)
     log_dwi = np.log(np.maximum(dwi, 1e-6))
-    d_log_dwi = (log_dwi - ndimage.median_filter(log_dwi, size=IN_PLANE))[tissue]
-    d_adc = (adc - ndimage.median_filter(adc, size=IN_PLANE))[tissue] * (study.b_value / 1000.0)
-    slope = float(np.dot(d_log_dwi, d_adc) / np.dot(d_log_dwi, d_log_dwi))
-    return {"voxels": int(tissue.sum()), "b_value": float(study.b_value), "coupling": round(-slope, 3),
-            "correlation": round(float(np.corrcoef(d_log_dwi, d_adc)[0, 1]), 3),
-            "dwi_texture": round(float(np.std(d_log_dwi)), 4),
-            "adc_texture": round(float(np.std(d_adc) / (study.b_value / 1000.0) / np.median(adc[brain & (adc > 0)])), 4)}
+    d_log_dwi = log_dwi - ndimage.median_filter(log_dwi, size=IN_PLANE)
+    d_adc = (adc - ndimage.median_filter(adc, size=IN_PLANE)) * (study.b_value / 1000.0)
+    adc_median = float(np.median(adc[brain & (adc > 0)]))
+    row: dict[str, float] = {"b_value": float(study.b_value)}
+    for prefix, where in (("", tissue), ("far_", tissue & ~near_csf)):
+        x, y = d_log_dwi[where], d_adc[where]
+        row.update({f"{prefix}voxels": int(where.sum()), f"{prefix}coupling": round(-float(np.dot(x, y) / np.dot(x, x)), 3),
+                    f"{prefix}correlation": round(float(np.corrcoef(x, y)[0, 1]), 3),
+                    f"{prefix}dwi_texture": round(float(np.std(x)), 4),
+                    f"{prefix}adc_texture": round(float(np.std(y) / (study.b_value / 1000.0) / adc_median), 4)})
+    return row
 
 
 def main() -> None:
@@ -87,7 +96,8 @@ def main() -> None:
         rows.append({"study": f"synthetic {seed}", **coupling(*synthetic(seed, **{**DEFAULT, **args.synthesis}))})
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps({"synthesis": args.synthesis, "studies": rows}, indent=1) + "\n", encoding="utf-8")
-    keys = ("voxels", "b_value", "coupling", "correlation", "dwi_texture", "adc_texture")
+    keys = ("b_value", *(f"{prefix}{key}" for prefix in ("", "far_")
+                         for key in ("voxels", "coupling", "correlation", "dwi_texture", "adc_texture")))
     lines = ["# Fine DWI texture against fine ADC texture", "", f"Command: `{invocation()}` (definitions in its docstring).", "",
              f"Synthesis options added: {json.dumps(args.synthesis)}.", "",
              "| study | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]

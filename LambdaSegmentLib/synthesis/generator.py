@@ -162,26 +162,10 @@ DEFAULT_RANGES: dict[str, Any] = {
     # one average where its trace DWI averages directions, so real ADC maps are about twice as
     # noisy voxel to voxel as DWI alone implies. 0 (the default) leaves every study as before.
     "adc_b0_noise": (0.0, 0.0),
-    # amplitude (std of the ADC's relative change) of a fine tissue texture that moves the ADC
-    # and, a third as much the other way round, the DWI: a voxel whose ADC is lower is brighter on
-    # DWI though its S0 is a little lower too. The two real ISLES'22 brains' fine texture is of
-    # that kind (benchmarks/dwi_adc_coupling.py: each fine DWI fluctuation is mirrored in the ADC
-    # with a coupling of 1.43-1.50, the default synthetic brains' 0.59-1.09, whose fine DWI
-    # texture comes mostly from S0), so their unlabelled lesion-sized bright dots are as
-    # restricted as lesions (benchmarks/bright_dots.py). 0 (the default) leaves every study as
-    # before, the random stream included.
-    "diffusion_texture": (0.0, 0.0),
     "b_value": (800.0, 1000.0),
     "adc_unit": None,  # one of ADC_UNITS, or None (random)
 }
 
-
-# diffusion_texture's field: its smoothing (acquisition voxels; finer than the S0 and ADC
-# textures' 1.5), the share of its diffusion term that S0 follows, and the tissue ADC
-# (1e-3 mm^2/s) at which that share is set
-DIFFUSION_TEXTURE_SIGMA_VOXELS = 0.6
-DIFFUSION_TEXTURE_S0_COUPLING = 0.5
-TISSUE_ADC = 0.8
 
 # the largest partner/original amplitude ratio (susceptibility_side_gain): a stronger asymmetry
 # is nearly a one-sided pile-up, which susceptibility_bilateral_probability < 1 already makes
@@ -280,9 +264,6 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
     if not 0.0 <= noise_lo <= noise_hi:
         raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
-    texture_lo, texture_hi = _range(merged["diffusion_texture"])
-    if not 0.0 <= texture_lo <= texture_hi <= 0.5:
-        raise ValueError(f"diffusion_texture must be a (lo, hi) range of relative amplitudes within [0, 0.5], got {merged['diffusion_texture']!r}")
     for name in ("susceptibility_extent_mm", "susceptibility_depth_mm"):
         lo, hi = _range(merged[name])
         if not 0.0 < lo <= hi:
@@ -731,17 +712,6 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
     territory_map = np.zeros(shape, np.int16)
     texture_s0 = 1.0 + rng.uniform(0.03, 0.09) * smooth_noise(rng, shape, 1.5)
     texture_adc = 1.0 + rng.uniform(0.03, 0.08) * smooth_noise(rng, shape, 1.5)
-    diffusion_lo, diffusion_hi = _range(options["diffusion_texture"])
-    if diffusion_hi > 0.0:
-        # its own generator, so that every other draw of the study stays as without it
-        texture_rng = np.random.default_rng([int(seed), 20261207, 1])
-        amplitude = float(texture_rng.uniform(diffusion_lo, diffusion_hi))
-        fine = np.clip(amplitude * smooth_noise(texture_rng, shape, DIFFUSION_TEXTURE_SIGMA_VOXELS), -0.6, 0.6)
-        # S0 follows the ADC by a third of the diffusion term (at a typical tissue ADC), so that
-        # d ln DWI = -(1 - S0_COUPLING) b dADC: the measured coupling 1 / (1 - 0.31) = 1.45
-        texture_adc = texture_adc * (1.0 + fine)
-        texture_s0 = texture_s0 * np.exp(DIFFUSION_TEXTURE_S0_COUPLING * (b_value / 1000.0) * TISSUE_ADC * fine)
-        params["diffusion_texture"] = amplitude
     # thin sheets (sulci: one noise's zero crossing, ~4 mm scale, i.e. gyri ~8-10 mm wide)
     # and lines (vessels: two noises' common zero crossing) on the acquisition grid
     sheet_sigma = 2.5 / in_plane
