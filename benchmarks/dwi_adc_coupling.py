@@ -24,7 +24,10 @@ residuals of ln DWI and of the ADC against their own 3 x 3 median (``d ln DWI``;
   ``d ADC`` over the brain's median ADC);
 - the same four over the part of that tissue at least ``CSF_MARGIN`` voxels in-plane from any
   CSF-like voxel (``far_*``, with its ``far_voxels``): the coupling of tissue texture itself, not
-  of the partial volume with the CSF of sulci and ventricles next to it.
+  of the partial volume with the CSF of sulci and ventricles next to it;
+- ``csf_s0_ratio``: the median S0 of the brain's clear CSF (ADC above ``CLEAR_CSF_ADC``) over
+  that of its deep tissue, S0 = DWI x exp(b x ADC) from the two maps: with CSF in part of a voxel,
+  a higher ratio moves the voxel's ADC more for the same change of its DWI.
 
 Studies: the two ISLES'22 cases natively (``../shared``; numbers only, never images) and 8
 synthetic studies at the generator's default ranges made skull-stripped at 2 mm like them
@@ -58,6 +61,7 @@ from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 
 IN_PLANE = (1, 3, 3)  # (k, j, i): the residual's median window, never across slices
 CSF_MARGIN = 2  # in-plane voxels between a far_* voxel and the nearest CSF-like one
+CLEAR_CSF_ADC = 2.5  # 1e-3 mm^2/s: above it a voxel is nearly all CSF
 
 
 def coupling(study: Study, truth: np.ndarray) -> dict[str, float]:
@@ -73,7 +77,10 @@ def coupling(study: Study, truth: np.ndarray) -> dict[str, float]:
     d_log_dwi = log_dwi - ndimage.median_filter(log_dwi, size=IN_PLANE)
     d_adc = (adc - ndimage.median_filter(adc, size=IN_PLANE)) * (study.b_value / 1000.0)
     adc_median = float(np.median(adc[brain & (adc > 0)]))
-    row: dict[str, float] = {"b_value": float(study.b_value)}
+    s0 = dwi * np.exp(study.b_value / 1000.0 * adc)
+    clear_csf = brain & (adc > CLEAR_CSF_ADC)
+    row: dict[str, float] = {"b_value": float(study.b_value),
+                             "csf_s0_ratio": round(float(np.median(s0[clear_csf]) / np.median(s0[tissue])), 2) if clear_csf.any() else float("nan")}
     for prefix, where in (("", tissue), ("far_", tissue & ~near_csf)):
         x, y = d_log_dwi[where], d_adc[where]
         row.update({f"{prefix}voxels": int(where.sum()), f"{prefix}coupling": round(-float(np.dot(x, y) / np.dot(x, x)), 3),
@@ -96,7 +103,7 @@ def main() -> None:
         rows.append({"study": f"synthetic {seed}", **coupling(*synthetic(seed, **{**DEFAULT, **args.synthesis}))})
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps({"synthesis": args.synthesis, "studies": rows}, indent=1) + "\n", encoding="utf-8")
-    keys = ("b_value", *(f"{prefix}{key}" for prefix in ("", "far_")
+    keys = ("b_value", "csf_s0_ratio", *(f"{prefix}{key}" for prefix in ("", "far_")
                          for key in ("voxels", "coupling", "correlation", "dwi_texture", "adc_texture")))
     lines = ["# Fine DWI texture against fine ADC texture", "", f"Command: `{invocation()}` (definitions in its docstring).", "",
              f"Synthesis options added: {json.dumps(args.synthesis)}.", "",

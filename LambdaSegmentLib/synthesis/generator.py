@@ -154,6 +154,9 @@ DEFAULT_RANGES: dict[str, Any] = {
     # leaves every study as before, the random stream included.
     "csf_expansion": (0.0, 0.0),
     "cortical_s0": (1.2, 1.8),  # S0 of GM relative to WM (cortical ribbon brightness)
+    # S0 of CSF relative to WM: the real ISLES'22 brains' clear CSF has 2.6-3.9 x their deep
+    # tissue's S0, the default synthetic ones' 1.2-2.4 (benchmarks/dwi_adc_coupling.py)
+    "csf_s0": (1.8, 3.2),
     "psf_sigma_voxels": (0.0, 0.5),  # in-plane EPI blur
     "skull_stripped_probability": 0.5,
     "skull_stripped": None,
@@ -261,6 +264,9 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
     shell = merged["skull_on_dura"]
     if not (isinstance(shell, (bool, int, float)) and 0.0 <= float(shell) <= 1.0):
         raise ValueError(f"skull_on_dura must be true, false or a probability in [0, 1], got {shell!r}")
+    csf_lo, csf_hi = _range(merged["csf_s0"])
+    if not 0.5 <= csf_lo <= csf_hi <= 10.0:
+        raise ValueError(f"csf_s0 must be a (lo, hi) range of S0 ratios to white matter within [0.5, 10], got {merged['csf_s0']!r}")
     noise_lo, noise_hi = _range(merged["adc_b0_noise"])
     if not 0.0 <= noise_lo <= noise_hi:
         raise ValueError(f"adc_b0_noise must be a (lo, hi) range of standard deviations >= 0, got {merged['adc_b0_noise']!r}")
@@ -669,7 +675,7 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
 
     # 5. tissue properties for this study (ADC in 1e-3 mm^2/s, S0 relative to WM)
     adc_gm, adc_wm, adc_csf = rng.uniform(0.78, 0.95), rng.uniform(0.66, 0.82), rng.uniform(2.8, 3.3)
-    s0_gm, s0_wm, s0_csf = _draw(rng, options["cortical_s0"]), 1.0, rng.uniform(1.8, 3.2)
+    s0_gm, s0_wm, s0_csf = _draw(rng, options["cortical_s0"]), 1.0, _draw(rng, options["csf_s0"])
     # Clinical DWI is fat-suppressed: what is left of the scalp (muscle, fluid) is dark at b1000.
     # On the two real skull-on series in ../shared its DWI is 0.13-0.19x the brain median (p99 0.38),
     # benchmarks/synthesis_scalp.py; the earlier 0.2-0.9 / 0.6-1.6 made it up to 0.8x, as bright as tissue.

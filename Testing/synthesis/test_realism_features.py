@@ -236,6 +236,28 @@ def test_adc_b0_noise_makes_only_the_adc_noisier_and_is_deterministic():
 
 
 @pytest.mark.needs_atlas
+def test_csf_s0_sets_the_csf_brightness_on_b0_and_changes_nothing_else_drawn():
+    """``csf_s0`` (CSF's S0 over white matter's): its default range draws exactly as the fixed
+    range it replaced, and a value of its own brightens the CSF's S0 (DWI x exp(b x ADC)) alone."""
+    options = {**SMALL, "slice_thickness_mm": 2.0, "skull_stripped": True, "lesion_kind": "lacunar", **EDGES_OFF}
+    plain, bright = generate(23, **options), generate(23, **options, csf_s0=4.5)
+    assert 1.8 <= plain.params["s0_csf"] <= 3.2 and bright.params["s0_csf"] == 4.5
+    for name in ("mask", "tissue"):
+        assert np.array_equal(getattr(plain, name).array, getattr(bright, name).array), name
+    assert {k: v for k, v in plain.params.items() if k != "s0_csf"} == {k: v for k, v in bright.params.items() if k != "s0_csf"}
+
+    def csf_over_wm_s0(study) -> float:
+        adc = canonical_adc(study)
+        s0 = np.asarray(study.dwi.array) * np.exp(study.b_value / 1000.0 * adc)
+        deep = depth_mm(study) > 10.0
+        return float(np.median(s0[deep & (adc > 2.5)]) / np.median(s0[deep & (study.tissue.array == 3)]))
+
+    assert csf_over_wm_s0(bright) > 1.3 * csf_over_wm_s0(plain)
+    with pytest.raises(ValueError, match="csf_s0"):
+        generate(23, csf_s0=(0.1, 2.0))
+
+
+@pytest.mark.needs_atlas
 def test_csf_expansion_grows_the_csf_spaces_deep_in_the_brain_and_changes_nothing_else_drawn():
     """Atrophy (``csf_expansion``): more of the deep brain is CSF (ADC above 1.5e-3 mm^2/s), the
     stronger the expansion; the lesion, geometry and units are the same draws as without it."""
