@@ -243,6 +243,13 @@ VALIDATION_LARGE=${VALIDATION_LARGE:-}
 VALIDATION_EMBOLIC=${VALIDATION_EMBOLIC:-}
 [[ -n $VALIDATION_EMBOLIC ]] && STEPS+=(--validation-embolic "$VALIDATION_EMBOLIC")
 
+# ship with 2.5.0's post-processing search (issue 13's protocol U-NL+B½ with the bilateral step
+# fixed on, rules 85, 97 and 106): the release and every package built from its network search alike.
+# The caller's environment (RUNS, SHIP_FROM, SHIP_NAME, ...) reaches the ship stage.
+ship_with_release_search() {
+    SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship
+}
+
 EXTRA=("$@")
 case "$stage" in
     pretrain)
@@ -315,8 +322,7 @@ case "$stage" in
         "$PYTHON" scripts/interpolate_weights.py "$release_runs/pretrain/pkg" "$release_runs/shipped/pkg" --alpha "$release_alpha" \
             --name lambdaunet-dwi --version "$release_version" --output "$release_runs/shipped-wise-$release_alpha/pkg" --overwrite
         [[ ${RELEASE_SHIP:-1} == 1 ]] || exit 0  # RELEASE_SHIP=0: the network only, for a candidate gated before it ships
-        RUNS=$release_runs SHIP_FROM=shipped-wise-$release_alpha SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 \
-            BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 scripts/train_cv.sh ship ;;
+        RUNS=$release_runs SHIP_FROM=shipped-wise-$release_alpha ship_with_release_search ;;
     ensemble)  # issue 13's rule 143: two stage-1 draws' release networks averaged in probability (rule 119 (c))
         ensemble_runs=${ENSEMBLE_RUNS:-runs/ensemble-1.0.0}
         partner=runs/release-2.4.0/shipped-wise-0.7/pkg
@@ -340,8 +346,7 @@ with open(path, "w", encoding="utf-8") as handle:
     handle.write("\n")
 RENAME
         SHIP_VERSION=1.0.0 SHIP_NAME=lambdaunet-dwi-ensemble RUNS=$ensemble_runs SHIP_FROM=primary PARTNER_FROM=$partner \
-            SEARCH_STEPS="threshold edge contralateral" BILATERAL_MM=4 BILATERAL_FRACTION=0.5 VALIDATION_LARGE=4 \
-            scripts/train_cv.sh ship ;;
+            ship_with_release_search ;;
     wise)
         for fold in foldA foldB; do
             "$PYTHON" scripts/interpolate_weights.py "$(stage1_of $fold)" "$RUNS/$fold/pkg" --alpha "$ALPHA" --output "$RUNS/$fold-wise-$ALPHA/pkg" --overwrite
