@@ -81,8 +81,8 @@ from LambdaSegmentLib.inference.package import MANIFEST_FILE, attach_partner_net
 from LambdaSegmentLib.inference.engine import Segmentation  # noqa: E402
 from LambdaSegmentLib.preprocessing.brain_mask import brain_mask  # noqa: E402
 from LambdaSegmentLib.inference.postprocess import (  # noqa: E402
-    Components, PostProcessing, edge_depth_mm, find_components, keep_seeded_components, relative_adc, relative_dwi,
-    apply_margin, with_bilateral,
+    Components, PostProcessing, edge_depth_mm, find_components, height_fraction, keep_seeded_components, relative_adc,
+    relative_dwi, apply_margin, with_bilateral,
 )
 from LambdaSegmentLib.preprocessing.symmetry import ContralateralRegistration, contralateral_search, register_contralateral  # noqa: E402
 from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: E402
@@ -173,6 +173,7 @@ class Prepared:
     adc_ratio: np.ndarray  # postprocess.relative_adc of the study on the brain mask
     dwi_ratio: np.ndarray  # postprocess.relative_dwi of the study on the brain mask (the margin step)
     registration: ContralateralRegistration  # the study's registered mirror (pair is its DWI pair)
+    height: np.ndarray  # postprocess.height_fraction of the study on the brain mask (the edge check's height)
     posterior_fossa: np.ndarray | None = None
     flipped_probability: np.ndarray | None = None
     seed: np.ndarray | None = None  # bool: where the seed package (--seed-packages) detects a lesion
@@ -202,7 +203,7 @@ class Prepared:
                 probability, threshold, brain=self.brain,
                 voxel_volume_mm3=self.study.dwi.voxel_volume_mm3, depth_mm=self.depth_mm, dwi_smoothed=self.pair[0],
                 contralateral=self.contralateral(search_mm), grow_threshold=grow_threshold,
-                adc_ratio=self.adc_ratio, spacing_mm=self.study.dwi.spacing_mm,
+                adc_ratio=self.adc_ratio, spacing_mm=self.study.dwi.spacing_mm, height=self.height,
             )
             if bilateral_mm is not None:
                 components = self._components[key]
@@ -282,6 +283,7 @@ def prepare(name: str, study: Study, truth: np.ndarray, package: ModelPackage, *
         depth_mm=edge_depth_mm(brain, study.dwi.spacing_mm), pair=registration.pair(),
         adc_ratio=relative_adc(np.asarray(study.adc.array), brain),
         dwi_ratio=relative_dwi(np.asarray(study.dwi.array), brain), registration=registration,
+        height=height_fraction(study.dwi, brain) if brain.any() else np.zeros(brain.shape, np.float32),
         posterior_fossa=posterior_fossa_mask(study.dwi, brain) if regions else None, flipped_probability=flipped,
         seed=seed,
     )
@@ -401,7 +403,8 @@ def score(prepared: Prepared, mask: np.ndarray) -> dict[str, float]:
 def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = GRID["threshold"],
                        bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
                        bilateral_total: bool = False, satellite_mm: float | None = None,
-                       satellite_edge_only: bool = False, margin_capped: bool = False) -> list[PostProcessing]:
+                       satellite_edge_only: bool = False, margin_capped: bool = False,
+                       edge_max_height: float | None = None) -> list[PostProcessing]:
     """Every combination of the searched steps' grid values (``thresholds`` for the threshold;
     a step not searched keeps its first value, the threshold 0.5); ``bilateral_mm`` fixes the
     bilateral step on at that radius in every setting, searched or not; wherever the step is on,
@@ -414,13 +417,17 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     with ``satellite_edge_only`` it lifts the edge check alone and rides only where that check is on
     (``PostProcessing.satellite_edge_only``; rule 134); ``margin_capped`` caps the margin at each
     lesion's own median DWI in every setting where the margin step is on (``PostProcessing.margin_capped``,
-    fixed, not searched; rule 137)."""
+    fixed, not searched; rule 137); ``edge_max_height`` confines the edge check to the brain's lower
+    part in every setting where it is on (``PostProcessing.edge_max_height``, fixed, not searched;
+    rule 145)."""
     if satellite_edge_only and satellite_mm is None:
         raise ValueError("satellite_edge_only needs a fixed satellite_mm")
     if satellite_mm is not None and "satellite" in steps:
         raise ValueError("the satellite exemption is either fixed (satellite_mm) or searched (the step satellite), not both")
     if margin_capped and not {"margin", "margin_fraction"} & set(steps):
         raise ValueError("margin_capped needs the margin step searched (margin or margin_fraction)")
+    if edge_max_height is not None and "edge" not in steps:
+        raise ValueError("edge_max_height needs the edge step searched")
     grid = {**GRID, "threshold": tuple(thresholds)}
     if satellite_mm is not None:
         grid["satellite"] = (satellite_mm,)
@@ -431,7 +438,8 @@ def candidate_settings(steps: tuple[str, ...], thresholds: tuple[float, ...] = G
     axes = [grid[step] if step in steps else (GRID[step][2] if step == "threshold" else GRID[step][0]) for step in STEPS]
     axes = [axis if isinstance(axis, tuple) else (axis,) for axis in axes]
     search_axis = axes[STEPS.index("contralateral_search")]  # without a ratio only its first value: one setting, not several alike
-    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e, contralateral_ratio=c,
+    return [PostProcessing(threshold=t, min_lesion_ml=s, min_edge_depth_mm=e,
+                           edge_max_height=edge_max_height if e is not None else None, contralateral_ratio=c,
                            contralateral_search_mm=r if c is not None else 0.0, test_time_flips=f, grow_threshold=g,
                            max_relative_adc=a, bilateral_partner_mm=b, bilateral_partner_fraction=share,
                            bilateral_partner_total=bilateral_total and b is not None,
@@ -468,7 +476,8 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
            objective: str = "dice", thresholds: tuple[float, ...] = GRID["threshold"],
            bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,),
            bilateral_total: bool = False, satellite_mm: float | None = None,
-           satellite_edge_only: bool = False, margin_capped: bool = False) -> tuple[PostProcessing, float]:
+           satellite_edge_only: bool = False, margin_capped: bool = False,
+           edge_max_height: float | None = None) -> tuple[PostProcessing, float]:
     """The settings maximising 0.5 · mean score(fold case, native + 6 mm) + 0.5 · mean
     score(synthetic validation), the score being ``OBJECTIVES[objective]``; with no fold
     case (``--search-data synthetic``) the synthetic validation's alone."""
@@ -477,7 +486,7 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
         [study_score(p.mask(settings), p.truth, p.study.dwi.voxel_volume_mm3) for p in cases])
     best, best_value = PostProcessing(), -np.inf
     for settings in candidate_settings(steps, thresholds, bilateral_mm, bilateral_fractions, bilateral_total, satellite_mm,
-                                       satellite_edge_only, margin_capped):
+                                       satellite_edge_only, margin_capped, edge_max_height):
         # each group given weighs half; one group alone decides alone
         value = np.mean([mean_score(cases, settings) for cases in (fold_cases, validation) if cases])
         if value > best_value + 1e-9:
@@ -572,6 +581,10 @@ def main() -> None:
     parser.add_argument("--margin-capped", action="store_true",
                         help="wherever the searched margin step is on, a voxel joins only where its DWI is at most its "
                              "lesion's median (postprocess.PostProcessing.margin_capped; issue 13's rule 137)")
+    parser.add_argument("--edge-max-height", type=float, default=None, metavar="H",
+                        help="wherever the searched edge check is on, it drops only lesions whose median height in the "
+                             "brain (0 = its lowest point, 1 = its highest) is at most H (postprocess.PostProcessing."
+                             "edge_max_height; issue 13's rule 145)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -609,13 +622,18 @@ def main() -> None:
         parser.error("--satellite-mm fixes the satellite exemption; --steps may not also search it (satellite)")
     if args.margin_capped and not {"margin", "margin_fraction"} & set(args.steps):
         parser.error("--margin-capped needs the margin step in --steps (margin or margin_fraction)")
+    if args.edge_max_height is not None:
+        if "edge" not in args.steps:
+            parser.error("--edge-max-height needs the edge step in --steps")
+        if not 0.0 < args.edge_max_height <= 1.0:
+            parser.error(f"--edge-max-height must be a height in (0, 1], not {args.edge_max_height}")
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
         ship(args.ship, tuple(args.steps), args.objective, args.validation_synthesis, tuple(args.thresholds),
              args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction), args.validation_large,
              args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only, args.margin_capped,
-             args.validation_embolic)
+             args.validation_embolic, args.edge_max_height)
         return
     if not args.label:
         parser.error("--label is required (or --ship PKG)")
@@ -634,7 +652,7 @@ def main() -> None:
                                "bilateral_partner_fraction": args.bilateral_partner_fraction,
                                "bilateral_partner_total": args.bilateral_partner_total,
                                "satellite_mm": args.satellite_mm, "satellite_edge_only": args.satellite_edge_only,
-                               "margin_capped": args.margin_capped,
+                               "margin_capped": args.margin_capped, "edge_max_height": args.edge_max_height,
                                "validation_large": args.validation_large,
                                "validation_embolic": args.validation_embolic,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
@@ -661,7 +679,7 @@ def main() -> None:
             settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
                                          args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
                                          args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
-                                         args.margin_capped)
+                                         args.margin_capped, args.edge_max_height)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -710,7 +728,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
          extra_ranges: dict[str, Any] | None = None, thresholds: tuple[float, ...] = GRID["threshold"],
          bilateral_mm: float | None = None, bilateral_fractions: tuple[float, ...] = (0.0,), large: int = 0,
          bilateral_total: bool = False, satellite_mm: float | None = None, satellite_edge_only: bool = False,
-         margin_capped: bool = False, embolic: int = 0) -> None:
+         margin_capped: bool = False, embolic: int = 0, edge_max_height: float | None = None) -> None:
     """Choose ``package_dir``'s post-processing on both real cases and the synthetic validation
     studies (the folds' rule, with every case it may use; ``extra_ranges``: ``--validation-synthesis``;
     ``large``: ``--validation-large``; ``embolic``: ``--validation-embolic``) and write it into its
@@ -723,7 +741,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     validation = [prepare(name, study, truth, package, regions=False, flips=flips)
                   for name, study, truth in validation_studies(extra_ranges, large, embolic)]
     settings, objective = choose(own, validation, steps, objective_name, thresholds, bilateral_mm, bilateral_fractions,
-                                 bilateral_total, satellite_mm, satellite_edge_only, margin_capped)
+                                 bilateral_total, satellite_mm, satellite_edge_only, margin_capped, edge_max_height)
     manifest_path = Path(package_dir) / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update(settings.manifest_entries())
@@ -737,6 +755,7 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
                    + (f" --satellite-mm {satellite_mm:g}" if satellite_mm is not None else "")
                    + (" --satellite-edge-only" if satellite_edge_only else "")
                    + (" --margin-capped" if margin_capped else "")
+                   + (f" --edge-max-height {edge_max_height:g}" if edge_max_height is not None else "")
                    + (f" --validation-synthesis '{json.dumps(extra_ranges, sort_keys=True)}'" if extra_ranges else "")
                    + (f" --validation-large {large}" if large else "")
                    + (f" --validation-embolic {embolic}" if embolic else ""),

@@ -236,6 +236,10 @@ SATELLITE_MM=${SATELLITE_MM:-}
 # MARGIN_CAPPED=1: wherever the searched margin step is on, a voxel joins only where its DWI is at
 # most its lesion's median (--margin-capped; rule 137; needs margin or margin_fraction in SEARCH_STEPS).
 [[ ${MARGIN_CAPPED:-0} == 1 ]] && STEPS+=(--margin-capped)
+# EDGE_MAX_HEIGHT=0.5: wherever the searched edge check is on, it drops only lesions in the brain's
+# lower half, where the skull-base rims are (--edge-max-height; rule 145; needs edge in SEARCH_STEPS).
+EDGE_MAX_HEIGHT=${EDGE_MAX_HEIGHT:-}
+[[ -n $EDGE_MAX_HEIGHT ]] && STEPS+=(--edge-max-height "$EDGE_MAX_HEIGHT")
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 # VALIDATION_EMBOLIC=N adds N embolic showers of 2-10 mL to the search's validation studies

@@ -14,7 +14,14 @@ new faint component appears). Steps, in order, on those components:
    DWI lie at the edge; an infarct lies in tissue). With ``edge_keep_ratio``, a shallow
    component whose mean DWI is at least that many times its registered mirror's (the ratio of
    step 3) is kept anyway: the rims are bilateral, while a cortical infarct or embolus at the
-   edge stands out against the other hemisphere (issue 13's rule 93).
+   edge stands out against the other hemisphere (issue 13's rule 93). With ``edge_max_height``
+   the check holds only for components whose median voxel lies at most that far up the brain
+   (:func:`height_fraction`: 0 at the brain mask's lowest point along the patient's
+   inferior-superior axis, 1 at its highest): the susceptibility pile-ups and partial-volume
+   rims of real skull-stripped DWI sit at the skull base (inferior cerebellum, temporal poles,
+   orbitofrontal cortex), beside the air and bone of the sinuses and mastoids, while an embolus
+   in the cortex of the convexity is as near the edge and has no such artefact to be mistaken
+   for (issue 13's rule 145).
 3. ``contralateral_ratio``: a component is kept only if its mean DWI is at least this many
    times the mean of the registered contralateral DWI on the same voxels
    (:mod:`LambdaSegmentLib.preprocessing.symmetry`); acute infarcts are one-sided, the rims are bilateral.
@@ -107,6 +114,8 @@ class PostProcessing:
         min_edge_depth_mm: smallest kept median depth below the brain edge, mm (None = off).
         edge_keep_ratio: a component shallower than ``min_edge_depth_mm`` is kept when its mean
             DWI / mean contralateral DWI is at least this (None = every shallow one dropped).
+        edge_max_height: the edge check drops only components whose median height in the brain
+            (:func:`height_fraction`, 0 = lowest, 1 = highest) is at most this (None = at every height).
         contralateral_ratio: smallest kept mean DWI / mean contralateral DWI (None = off).
         contralateral_search_mm: in-plane radius (mm) within which the contralateral check
             takes the brightest mirror value (0 = the mirror partner itself).
@@ -139,6 +148,7 @@ class PostProcessing:
     min_lesion_ml: float = 0.0
     min_edge_depth_mm: float | None = None
     edge_keep_ratio: float | None = None
+    edge_max_height: float | None = None
     contralateral_ratio: float | None = None
     contralateral_search_mm: float = 0.0
     test_time_flips: bool = False
@@ -167,6 +177,11 @@ class PostProcessing:
         if self.bilateral_partner_total and self.bilateral_partner_mm is None:
             raise ValueError("bilateral_partner_total is set but the bilateral check is off: give bilateral_partner_mm too")
         check_ratio_of_step("edge_keep_ratio", self.edge_keep_ratio, "edge check", "min_edge_depth_mm", self.min_edge_depth_mm)
+        if self.edge_max_height is not None:
+            if not (np.isfinite(self.edge_max_height) and 0.0 < self.edge_max_height <= 1.0):
+                raise ValueError(f"edge_max_height must be a height in (0, 1] of the brain's extent, not {self.edge_max_height}")
+            if self.min_edge_depth_mm is None:
+                raise ValueError("edge_max_height is set but the edge check is off: give min_edge_depth_mm too")
         if self.grow_threshold is not None and not 0.0 < self.grow_threshold < self.threshold:
             raise ValueError(f"grow_threshold must lie between 0 and the threshold {self.threshold}, not {self.grow_threshold}")
         if self.margin_dwi_ratio is not None and not (np.isfinite(self.margin_dwi_ratio) and self.margin_dwi_ratio > 0.0):
@@ -263,6 +278,8 @@ class Components:
             whether the partners were counted together; None when not computed.
         spacing_mm: the grid's (i, j, k) voxel spacing, for ``satellite_mm``'s distances; None
             when not given.
+        height: (n,) median :func:`height_fraction` of each component's voxels, for
+            ``edge_max_height``; None when not computed.
     """
 
     labels: np.ndarray
@@ -272,6 +289,7 @@ class Components:
     relative_adc: np.ndarray
     bilateral: tuple[np.ndarray, float, bool] | None = None
     spacing_mm: tuple[float, float, float] | None = None
+    height: np.ndarray | None = None
 
     def keep(self, settings: PostProcessing) -> np.ndarray:
         """(n,) bool: which components pass every enabled check, and with ``satellite_mm`` the
@@ -285,6 +303,10 @@ class Components:
                 if np.isnan(self.contralateral_ratio).any():
                     raise ValueError("edge_keep_ratio is set but the components were found without the contralateral DWI")
                 shallow &= self.contralateral_ratio < settings.edge_keep_ratio
+            if settings.edge_max_height is not None:
+                if self.height is None:
+                    raise ValueError("edge_max_height is set but the components were found without their heights")
+                shallow &= self.height <= settings.edge_max_height
             deep &= ~shallow
         if settings.contralateral_ratio is not None:
             bright &= ~(self.contralateral_ratio < settings.contralateral_ratio)  # nan (not computed) keeps
@@ -364,6 +386,30 @@ def edge_depth_mm(brain: np.ndarray, spacing_mm: tuple[float, float, float]) -> 
     distance = ndimage.distance_transform_edt(padded, sampling=tuple(spacing_mm[::-1]))
     depth[box[0]] = distance[1:-1, 1:-1, 1:-1]
     return depth
+
+
+def height_fraction(volume: Volume, brain: np.ndarray) -> np.ndarray:
+    """float32 (nk, nj, ni): each voxel's height along the patient's inferior-superior axis (LPS z,
+    mm), placed between the brain's lowest voxel (0) and its highest (1); outside that span the
+    values run below 0 or above 1. Physical, so an axial, coronal, sagittal or oblique grid and
+    either slice order read alike; a brain cut by the field of view spans what is in it.
+
+    Args:
+        volume: gives the grid's geometry (its array is not read).
+        brain: bool (nk, nj, ni) on that grid.
+
+    Raises:
+        ValueError: the brain mask is empty.
+    """
+    brain = np.asarray(brain, dtype=bool)
+    if not brain.any():
+        raise ValueError("the brain mask is empty: no height within the brain")
+    row = volume.ijk_to_lps_matrix()[2]  # z = row . (i, j, k, 1)
+    nk, nj, ni = brain.shape
+    z = (row[2] * np.arange(nk))[:, None, None] + (row[1] * np.arange(nj))[None, :, None] \
+        + (row[0] * np.arange(ni))[None, None, :] + row[3]
+    low, high = float(z[brain].min()), float(z[brain].max())
+    return ((z - low) / max(high - low, 1e-6)).astype(np.float32)
 
 
 def relative_adc(adc: np.ndarray, brain: np.ndarray) -> np.ndarray:
@@ -510,6 +556,7 @@ def find_components(
     grow_threshold: float | None = None,
     adc_ratio: np.ndarray | None = None,
     spacing_mm: tuple[float, float, float] | None = None,
+    height: np.ndarray | None = None,
 ) -> Components:
     """The components of :func:`candidates` (``probability >= threshold`` inside ``brain``, grown
     to ``grow_threshold`` when given), with their check values.
@@ -522,6 +569,7 @@ def find_components(
         dwi_smoothed, contralateral: :func:`LambdaSegmentLib.preprocessing.symmetry.contralateral_dwi`'s pair, or None.
         adc_ratio: :func:`relative_adc` of the study, or None.
         spacing_mm: the grid's (i, j, k) voxel spacing (``PostProcessing.satellite_mm`` needs it), or None.
+        height: :func:`height_fraction` of the grid (``PostProcessing.edge_max_height`` needs it), or None.
     """
     candidate = candidates(probability, threshold, brain, grow_threshold)
     labels, count = ndimage.label(candidate, structure=CONNECTIVITY_26)
@@ -542,8 +590,12 @@ def find_components(
         adc_median = np.asarray(ndimage.median(adc_ratio[candidate], inside, index), dtype=np.float64).reshape(-1)
     else:
         adc_median = np.full(count, np.nan)
+    heights = None
+    if height is not None:
+        heights = (np.asarray(ndimage.median(height[candidate], inside, index), dtype=np.float64).reshape(-1)
+                   if count else np.zeros(0))
     return Components(labels, np.asarray(volume_ml, dtype=np.float64).reshape(-1), depth, ratio, adc_median,
-                      spacing_mm=None if spacing_mm is None else tuple(float(s) for s in spacing_mm))
+                      spacing_mm=None if spacing_mm is None else tuple(float(s) for s in spacing_mm), height=heights)
 
 
 def bilateral_partners(labels: np.ndarray, mirrored: np.ndarray, radius_voxels: tuple[int, int, int], *,
@@ -667,6 +719,9 @@ def postprocess(probability: Volume, dwi: Volume, brain: np.ndarray, settings: P
         grow_threshold=settings.grow_threshold,
         adc_ratio=relative_adc(np.asarray(adc.array), brain) if settings.needs_adc and brain.any() else None,
         spacing_mm=probability.spacing_mm,
+        # an empty brain has no candidates, so no height is read
+        height=None if settings.edge_max_height is None else (
+            height_fraction(probability, brain) if brain.any() else np.zeros(brain.shape, np.float32)),
     )
     if settings.bilateral_partner_mm is not None:
         mirrored = (registration.mirrored_labels(components.labels) if registration is not None

@@ -271,3 +271,17 @@ def test_a_capped_margin_rides_only_where_the_margin_step_is_on(cv) -> None:
         assert b.as_dict() | {"margin_capped": False} == a.as_dict()
     with pytest.raises(ValueError, match="margin_capped needs the margin step"):
         cv.candidate_settings(("threshold", "edge"), margin_capped=True)
+
+
+def test_a_fixed_edge_height_rides_only_where_the_edge_check_is_on(cv) -> None:
+    """Rule 145: with --edge-max-height every setting with the edge check confines it to the brain's
+    lower part and none without the check carries the height."""
+    steps = ("threshold", "edge", "contralateral")
+    plain = cv.candidate_settings(steps, bilateral_mm=4.0)
+    confined = cv.candidate_settings(steps, bilateral_mm=4.0, edge_max_height=0.5)
+    assert len(confined) == len(plain) and any(a.min_edge_depth_mm is None for a in plain)
+    for a, b in zip(plain, confined):
+        assert b.edge_max_height == (0.5 if a.min_edge_depth_mm is not None else None)
+        assert b.as_dict() | {"edge_max_height": None} == a.as_dict()
+    with pytest.raises(ValueError, match="edge_max_height needs the edge step"):
+        cv.candidate_settings(("threshold", "contralateral"), edge_max_height=0.5)

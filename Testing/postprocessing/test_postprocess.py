@@ -13,6 +13,7 @@ from LambdaSegmentLib.inference.postprocess import (
     bilateral_partners,
     edge_depth_mm,
     find_components,
+    height_fraction,
     keep_seeded_components,
     margin_footprint,
     postprocess,
@@ -309,6 +310,66 @@ def test_size_and_edge_depth_checks_on_a_hand_built_map() -> None:
     assert mask(threshold=0.85).sum() == 32
 
 
+def sagittal_direction() -> np.ndarray:
+    """Columns: i runs anterior->posterior, j superior->inferior, k left->right (a sagittal stack)."""
+    return np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+
+
+DIRECTIONS = [np.eye(3), np.diag([1.0, 1.0, -1.0]), oblique_direction(20.0), sagittal_direction()]
+DIRECTION_IDS = ["axial", "axial-slices-downwards", "oblique", "sagittal"]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=DIRECTION_IDS)
+def test_the_height_in_the_brain_is_the_patient_s_superior_axis_on_any_grid(direction: np.ndarray) -> None:
+    volume, brain, _ = head(direction)
+    height = height_fraction(volume, brain)
+    kji = np.indices(brain.shape).reshape(3, -1).T
+    z = volume.index_to_lps(kji[:, ::-1])[:, 2].reshape(brain.shape)
+    expected = (z - z[brain].min()) / (z[brain].max() - z[brain].min())
+    np.testing.assert_allclose(height, expected, atol=1e-5)
+    assert height[brain].min() == pytest.approx(0.0, abs=1e-6) and height[brain].max() == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="brain mask is empty"):
+        height_fraction(volume, np.zeros_like(brain))
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=DIRECTION_IDS)
+def test_the_edge_check_confined_to_the_brain_s_lower_part_keeps_a_shallow_lesion_high_up(direction: np.ndarray) -> None:
+    """Rule 145: with ``edge_max_height`` the edge check drops a shallow mark at the skull base and
+    keeps one as shallow at the convexity, by the patient's axis whatever the grid."""
+    volume, brain, _ = head(direction, spacing=(2.0, 2.0, 2.0), shape_kji=(40, 48, 48))
+    kji = np.indices(brain.shape).reshape(3, -1).T
+    lps = volume.index_to_lps(kji[:, ::-1]).reshape(*brain.shape, 3)
+    centre = volume.index_to_lps((np.asarray(brain.shape[::-1]) - 1) / 2)
+    x, y, z = (lps[..., a] - centre[a] for a in range(3))
+    depth = edge_depth_mm(brain, volume.spacing_mm)
+    shallow = brain & (depth <= 4.0)
+    low = shallow & (z < -22.0) & (np.abs(x) < 6.0) & (np.abs(y) < 6.0)  # the brain's floor (z spans -30..30)
+    high = shallow & (z > 22.0) & (np.abs(x) < 6.0) & (np.abs(y) < 6.0)  # its vertex
+    assert low.sum() >= 4 and high.sum() >= 4
+    probability = volume.with_array((0.9 * (low | high)).astype(np.float32))
+    mask = lambda **kw: np.asarray(postprocess(probability, volume, brain, PostProcessing(**kw)).array) != 0  # noqa: E731
+    assert np.array_equal(mask(), low | high)
+    assert not mask(min_edge_depth_mm=8.0).any()
+    assert np.array_equal(mask(min_edge_depth_mm=8.0, edge_max_height=0.5), high)
+    assert np.array_equal(mask(min_edge_depth_mm=8.0, edge_max_height=1.0), np.zeros_like(high))
+
+
+def test_the_edge_height_needs_the_edge_check_a_height_and_the_components_heights() -> None:
+    with pytest.raises(ValueError, match="edge check is off"):
+        PostProcessing(edge_max_height=0.5)
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="edge_max_height must be a height"):
+            PostProcessing(min_edge_depth_mm=6.0, edge_max_height=bad)
+    shape = (4, 8, 8)
+    components = find_components(np.ones(shape, np.float32), 0.5, brain=np.ones(shape, bool), voxel_volume_mm3=1.0,
+                                 depth_mm=np.ones(shape, np.float32))
+    with pytest.raises(ValueError, match="without their heights"):
+        components.keep(PostProcessing(min_edge_depth_mm=6.0, edge_max_height=0.5))
+    empty = postprocess(Volume(np.zeros(shape, np.float32), (1.0, 1.0, 1.0)), Volume(np.zeros(shape, np.float32), (1.0, 1.0, 1.0)),
+                        np.zeros(shape, bool), PostProcessing(min_edge_depth_mm=6.0, edge_max_height=0.5))
+    assert not np.asarray(empty.array).any()
+
+
 def test_postprocessing_settings_come_from_the_manifest() -> None:
     assert PostProcessing.from_manifest({"threshold": 0.4}) == PostProcessing(threshold=0.4)
     block = {"min_lesion_ml": 0.1, "min_edge_depth_mm": 4.0, "edge_keep_ratio": 1.5, "contralateral_ratio": 1.2,
@@ -316,7 +377,7 @@ def test_postprocessing_settings_come_from_the_manifest() -> None:
              "test_time_flips": False, "grow_threshold": None, "max_relative_adc": None,
              "bilateral_partner_mm": None, "bilateral_partner_fraction": 0.0, "bilateral_partner_total": False,
              "margin_dwi_ratio": 1.4, "margin_lesion_fraction": 0.3, "margin_mirror_ratio": 1.2, "margin_capped": True,
-             "satellite_mm": 10.0, "satellite_edge_only": True}
+             "satellite_mm": 10.0, "satellite_edge_only": True, "edge_max_height": 0.5}
     settings = PostProcessing.from_manifest({"threshold": 0.6, "postprocessing": block})
     assert settings == PostProcessing(threshold=0.6, **block)
     assert settings.manifest_entries() == {"threshold": 0.6, "postprocessing": block}
