@@ -29,7 +29,8 @@ expert voxel is listed ("false"), and with ``--lesions`` every one that holds so
   brain's median (ventricles, temporal horns, sulci).
 
 ``--experts`` lists every expert lesion (26-connected component of the reference) as well, with
-what it would take to find it: its voxels, median DWI, ADC and depth, the network's largest
+what it would take to find it: its voxels, median DWI, ADC, depth and ``csf_mm`` (as above, the
+CSF-like voxels of the expert's lesions left out), the network's largest
 probability on it (before any seed step), whether the seed network marks any of it (with
 ``--seed-package``), at which of the thresholds 0.5, 0.3 and 0.1 a candidate component (after
 the seed step, if any) reaches it (``found_at``), and how many of its voxels those candidates
@@ -161,6 +162,9 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     lesions, _ = label_lesions(prepared.truth)
     found = {t: prepared.components(t).labels != 0 for t in EXPERT_THRESHOLDS}
     seed = prepared.seed
+    csf = prepared.brain & (prepared.adc_ratio >= CSF_RELATIVE_ADC) & ~prepared.truth
+    spacing_kji = tuple(reversed(prepared.study.dwi.spacing_mm))
+    to_csf = ndimage.distance_transform_edt(~csf, sampling=spacing_kji) if csf.any() else np.full(csf.shape, np.nan)
     rows = []
     for index, box in enumerate(ndimage.find_objects(lesions), start=1):
         lesion = lesions[box] == index
@@ -169,6 +173,7 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
             "case": name, "voxels": int(lesion.sum()),
             "dwi": round(float(np.median(dwi[box][lesion])), 2), "adc": round(float(np.median(adc[box][lesion])), 2),
             "depth_mm": round(float(np.median(prepared.depth_mm[box][lesion])), 1),
+            "csf_mm": round(float(np.median(to_csf[box][lesion])), 1),
             "max_probability": round(float(prepared.probability[box][lesion].max()), 3),
             "seeded": None if seed is None else bool(seed[box][lesion].any()),
             "found_at": [t for t, voxels in zip(EXPERT_THRESHOLDS, covered) if voxels],

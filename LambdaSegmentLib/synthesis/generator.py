@@ -57,6 +57,9 @@ from .template import load_head_distance, load_territories, load_tissue_template
 
 # Default ranges of everything a caller may fix. A (lo, hi) tuple is sampled uniformly
 # (log-uniformly for volumes is done by the lesion model); a scalar fixes the value.
+# the least infarcted share of a voxel that makes it part of a lesion piece (small_lesion_label_share)
+LESION_PIECE_FRACTION = 0.05
+
 DEFAULT_RANGES: dict[str, Any] = {
     "in_plane_spacing_mm": (0.9, 2.0),
     "slice_thickness_mm": (2.0, 7.0),
@@ -111,6 +114,14 @@ DEFAULT_RANGES: dict[str, Any] = {
     # (issue 13, benchmarks/label_margin.py); a lower value labels the fainter margin too. Reads no
     # random number, so every study is drawn as before and only its mask changes.
     "label_fraction": 0.5,
+    # a lesion piece (26-connected voxels holding at least LESION_PIECE_FRACTION of lesion) whose
+    # largest share stays under label_fraction, so that the label above leaves it out, is labelled
+    # where its share is at least half its largest when that largest share reaches this value
+    # (None: never). A small embolus filling a third of the voxels it touches shows as a dot as
+    # bright as the real experts' smallest labelled lesions (benchmarks/label_visibility.py), and
+    # unlabelled it teaches the network that such dots are no lesion (issue 13, rule 146). Reads no
+    # random number, so every study is drawn as before and only its mask changes.
+    "small_lesion_label_share": None,
     "dura_s0": (1.0, 4.0),  # its b0 relative to WM (its ADC is drawn in 0.3-1.1e-3 mm^2/s)
     "vessel_probability": 0.6,  # thin bright vessels in the sulci and along the surface
     "b0_b1000_shift_mm": (0.0, 1.0),  # misregistration of b1000 against b0 along the rows (random sign)
@@ -189,6 +200,8 @@ class SyntheticStudy:
         b_value: s/mm^2.
         adc_unit: "mm2/s", "1e-3 mm2/s" or "1e-6 mm2/s".
         params: everything drawn for this study (JSON-serialisable).
+        lesion_fraction: float32 infarcted share of each voxel in [0, 1], before ``mask``'s
+            ``label_fraction`` cut and the brain's (for measures of what the label leaves out).
     """
 
     dwi: Volume
@@ -200,6 +213,30 @@ class SyntheticStudy:
     b_value: float
     adc_unit: str
     params: dict = field(default_factory=dict)
+    lesion_fraction: Volume | None = None
+
+
+def small_lesion_labels(share: np.ndarray, brain: np.ndarray, labelled: np.ndarray, least_peak: float) -> np.ndarray:
+    """bool (nk, nj, ni): the voxels ``small_lesion_label_share`` adds to the label.
+
+    Args:
+        share: float (nk, nj, ni), the infarcted share of each voxel (``lesion_fraction``).
+        brain: bool, the voxels that may be labelled at all.
+        labelled: bool, the label already drawn (share >= ``label_fraction``).
+        least_peak: the smallest largest share of a piece that gets labelled.
+
+    A piece is a 26-connected component of ``share >= LESION_PIECE_FRACTION`` in the brain; one
+    without a labelled voxel whose largest share reaches ``least_peak`` is labelled where its
+    share is at least half that largest share (its visible core).
+    """
+    pieces, count = ndimage.label((share >= LESION_PIECE_FRACTION) & brain, structure=np.ones((3, 3, 3), bool))
+    if count == 0:
+        return np.zeros(share.shape, dtype=bool)
+    index = np.arange(1, count + 1)
+    peak = np.concatenate([[np.inf], np.asarray(ndimage.maximum(share, pieces, index), dtype=np.float64).reshape(-1)])
+    held = np.concatenate([[True], np.asarray(ndimage.maximum(labelled, pieces, index)).reshape(-1) > 0])
+    chosen = ~held & (peak >= least_peak)
+    return chosen[pieces] & (share >= 0.5 * peak[pieces])
 
 
 def _draw(rng: np.random.Generator, value: Any) -> float:
@@ -261,6 +298,11 @@ def check_ranges(ranges: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"lesion_surface_pull must be in [0, 10], got {merged['lesion_surface_pull']!r}")
     if not 0.0 < float(merged["label_fraction"]) <= 1.0:
         raise ValueError(f"label_fraction must be in (0, 1], got {merged['label_fraction']!r}")
+    small = merged["small_lesion_label_share"]
+    if small is not None and not (isinstance(small, (int, float)) and not isinstance(small, bool)
+                                  and LESION_PIECE_FRACTION <= float(small) < float(merged["label_fraction"])):
+        raise ValueError(f"small_lesion_label_share must be None or a share in [{LESION_PIECE_FRACTION}, "
+                         f"label_fraction), got {small!r}")
     shell = merged["skull_on_dura"]
     if not (isinstance(shell, (bool, int, float)) and 0.0 <= float(shell) <= 1.0):
         raise ValueError(f"skull_on_dura must be true, false or a probability in [0, 1], got {shell!r}")
@@ -879,6 +921,9 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         dwi = np.where(keep, dwi, 0.0)
     dwi = dwi.astype(np.float32)
     mask = ((lesion_fraction >= float(options["label_fraction"])) & (brain_fraction > 0.5)).astype(np.uint8)
+    if options["small_lesion_label_share"] is not None:
+        mask |= small_lesion_labels(lesion_fraction, brain_fraction > 0.5, mask != 0,
+                                    float(options["small_lesion_label_share"])).astype(np.uint8)
     tissue = np.argmax(fractions, axis=0).astype(np.uint8)
     tissue[brain_fraction < 0.5] = 0
     canonical_adc = Volume(adc, geometry.spacing_mm, geometry.origin_mm, geometry.direction)
@@ -900,4 +945,5 @@ def generate(seed: int, **ranges: Any) -> SyntheticStudy:
         b_value=b_value,
         adc_unit=unit,
         params=params,
+        lesion_fraction=volume(lesion_fraction),
     )

@@ -176,6 +176,45 @@ def test_a_lower_label_fraction_widens_only_the_mask(territorial) -> None:
 
 
 @pytest.mark.needs_atlas
+def test_small_lesion_labels_add_the_unlabelled_pieces_cores_and_nothing_else(shower) -> None:
+    """Issue 13's rule 146: the same draw; every lesion piece the label left out whose largest share
+    reaches the option gets its core labelled (share >= half that largest), labelled pieces and
+    every image stay as they were, and the option is validated."""
+    from scipy import ndimage
+
+    from LambdaSegmentLib.synthesis.generator import LESION_PIECE_FRACTION, small_lesion_labels
+
+    share = np.asarray(shower.lesion_fraction.array)
+    assert share.shape == shower.mask.array.shape and shower.lesion_fraction.spacing_mm == shower.mask.spacing_mm
+    plain = np.asarray(shower.mask.array) != 0
+    pieces, count = ndimage.label(share >= LESION_PIECE_FRACTION, structure=np.ones((3, 3, 3), bool))
+    peaks = np.asarray(ndimage.maximum(share, pieces, np.arange(1, count + 1))).reshape(-1)
+    held = np.asarray(ndimage.maximum(plain, pieces, np.arange(1, count + 1))).reshape(-1) > 0
+    left_out = np.flatnonzero(~held & (peaks >= 0.25)) + 1
+    assert len(left_out) > 0, "the shower should hold small pieces the 0.5 label leaves out"
+    labelled = generate(12, **SMALL, slice_thickness_mm=2.0, lesion_kind="embolic", lesion_volume_ml=(2.0, 10.0),
+                        small_lesion_label_share=0.25)
+    for name in ("dwi", "adc", "eadc", "tissue", "territory", "lesion_fraction"):
+        np.testing.assert_array_equal(np.asarray(getattr(labelled, name).array), np.asarray(getattr(shower, name).array))
+    wider = np.asarray(labelled.mask.array) != 0
+    assert (wider >= plain).all()
+    added = wider & ~plain
+    for index in left_out:
+        piece = pieces == index
+        core = piece & (share >= 0.5 * peaks[index - 1])
+        if (core & (np.asarray(shower.tissue.array) > 0)).any():
+            assert added[core].any()
+    assert not added[np.isin(pieces, np.flatnonzero(held) + 1)].any()  # a labelled piece gets nothing more
+    assert (share[added] < 0.5).all() and (share[added] >= 0.5 * 0.25).all()
+    np.testing.assert_array_equal(added, small_lesion_labels(share, np.asarray(shower.tissue.array) > 0, plain, 0.25))
+    assert labelled.params["lesion"]["components"] > shower.params["lesion"]["components"]
+    for bad in (0.0, 0.01, 0.5, 0.7, True, "0.3"):
+        with pytest.raises(ValueError, match="small_lesion_label_share"):
+            check_ranges({"small_lesion_label_share": bad})
+    assert check_ranges({"small_lesion_label_share": 0.25})["small_lesion_label_share"] == 0.25
+
+
+@pytest.mark.needs_atlas
 @pytest.mark.parametrize("kind", ["territorial", "embolic"])
 def test_the_surface_pull_moves_the_drawn_lesion_outwards_and_nothing_else(kind: str) -> None:
     """Issue 13's rule 116 (``lesion_surface_pull``): the same draws, the lesion shifted towards the
