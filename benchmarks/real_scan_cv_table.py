@@ -67,7 +67,8 @@ def settings(post: dict) -> str:
     if post["min_lesion_ml"]:
         parts.append(f"≥ {post['min_lesion_ml']:g} mL")
     if post["min_edge_depth_mm"] is not None:
-        parts.append(f"depth ≥ {post['min_edge_depth_mm']:g} mm")
+        parts.append(f"depth ≥ {post['min_edge_depth_mm']:g} mm"
+                     + (f" below {post['edge_max_height']:g} of the brain's height" if post.get("edge_max_height") is not None else ""))
         if post.get("edge_keep_ratio") is not None:
             parts.append(f"shallow kept at contra ≥ {post['edge_keep_ratio']:g}")
     if post["contralateral_ratio"] is not None:

@@ -273,7 +273,7 @@ def test_a_capped_margin_rides_only_where_the_margin_step_is_on(cv) -> None:
         cv.candidate_settings(("threshold", "edge"), margin_capped=True)
 
 
-def test_a_fixed_edge_height_rides_only_where_the_edge_check_is_on(cv) -> None:
+def test_a_fixed_edge_height_rides_only_where_the_edge_check_is_on(cv, load_script) -> None:
     """Rule 145: with --edge-max-height every setting with the edge check confines it to the brain's
     lower part and none without the check carries the height."""
     steps = ("threshold", "edge", "contralateral")
@@ -285,3 +285,6 @@ def test_a_fixed_edge_height_rides_only_where_the_edge_check_is_on(cv) -> None:
         assert b.as_dict() | {"edge_max_height": None} == a.as_dict()
     with pytest.raises(ValueError, match="edge_max_height needs the edge step"):
         cv.candidate_settings(("threshold", "contralateral"), edge_max_height=0.5)
+    table = load_script("benchmarks/real_scan_cv_table.py")
+    assert table.settings(PostProcessing(min_edge_depth_mm=6.0, edge_max_height=0.5).as_dict()) == (
+        "t 0.5, depth ≥ 6 mm below 0.5 of the brain's height")
