@@ -111,7 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--synthesis", type=json_object, default={}, metavar="JSON",
                         help="generator options added to both synthetic groups")
-    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "label_visibility")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "label_visibility",
+                        help="output stem: STEM.json and STEM.md are written")
     args = parser.parse_args()
     groups = {"embolic": ({**EMBOLIC, **args.synthesis}, EMBOLIC_SEEDS), "default": ({**DEFAULT, **args.synthesis}, DEFAULT_SEEDS)}
     result: dict[str, Any] = {"command": invocation(), "visible_contrast": VISIBLE, "min_fraction": MIN_FRACTION,
@@ -143,8 +144,9 @@ def main() -> None:
                          f"{[round(float(q), 2) for q in np.quantile(small, [0.25, 0.5, 0.75])] if small else None} | | |")
             print(lines[-1], flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    # the output is a stem (it may hold a dot, as "..._0.25"): the suffixes are appended
+    Path(f"{args.output}.json").write_text(json.dumps(result, indent=1) + "\n")
+    Path(f"{args.output}.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.output}.json and .md")
 
 

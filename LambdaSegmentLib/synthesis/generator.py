@@ -55,11 +55,11 @@ from .lesions import LESION_KINDS, WHOLE_TERRITORY_ML, choose_kind, draw_lesion,
 from .lesymap import lesymap_lesion
 from .template import load_head_distance, load_territories, load_tissue_template, skull_base_region as _skull_base_region
 
-# Default ranges of everything a caller may fix. A (lo, hi) tuple is sampled uniformly
-# (log-uniformly for volumes is done by the lesion model); a scalar fixes the value.
 # the least infarcted share of a voxel that makes it part of a lesion piece (small_lesion_label_share)
 LESION_PIECE_FRACTION = 0.05
 
+# Default ranges of everything a caller may fix. A (lo, hi) tuple is sampled uniformly
+# (log-uniformly for volumes is done by the lesion model); a scalar fixes the value.
 DEFAULT_RANGES: dict[str, Any] = {
     "in_plane_spacing_mm": (0.9, 2.0),
     "slice_thickness_mm": (2.0, 7.0),
