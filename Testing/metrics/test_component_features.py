@@ -85,9 +85,12 @@ def test_each_expert_lesion_s_probability_seed_and_the_thresholds_that_find_it(s
 
     study = SimpleNamespace(dwi=Volume(np.ones(shape, np.float32), (2.0, 2.0, 2.0)),
                             adc=Volume(np.full(shape, 0.7, np.float32), (2.0, 2.0, 2.0)))
+    adc_ratio = np.full(shape, 0.7, np.float32)
+    adc_ratio[0] = 3.0  # the first slice is CSF-like (ADC 3 x the brain's)
     prepared = SimpleNamespace(study=study, brain=brain, truth=truth, depth_mm=depth, probability=probability,
-                               seed=seed, components=components)
+                               seed=seed, components=components, adc_ratio=adc_ratio)
     rows = {row["voxels"]: row for row in script.expert_rows("0001", prepared)}
+    assert all(isinstance(row["csf_mm"], float) for row in rows.values())  # each lesion's distance to CSF is recorded
     strong, faint, tiny = rows[8], rows[4], rows[1]
     assert strong["found_at"] == [0.5, 0.3, 0.1] and strong["max_probability"] == 0.8 and strong["seeded"]
     assert strong["covered"] == [8, 8, 8] and faint["covered"] == [0, 1, 4] and tiny["covered"] == [0, 0, 0]
