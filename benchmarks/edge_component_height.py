@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from LambdaSegmentLib.inference.postprocess import PostProcessing  # noqa: E402
+from harness import invocation  # noqa: E402
 from lesion_census import REPRODUCED_DICE  # noqa: E402
+from LambdaSegmentLib.training.export import source_revision  # noqa: E402
 from real_scan_cv import FOLDS, fold_package, load_real, prepare, real_cases_used, score  # noqa: E402
 
 OUT = REPO / "benchmarks" / "results"
@@ -115,8 +116,8 @@ def main() -> None:
     if not args.rows:
         parser.error("give real_scan_cv.py result files (or --summary)")
     out: dict[str, Any] = {
-        "command": "benchmarks/edge_component_height.py " + " ".join(sys.argv[1:]),
-        "revision": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "command": invocation(),
+        "revision": source_revision(),
         "rows": {},
     }
     for result_path in args.rows:

@@ -127,8 +127,7 @@ def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: f
     spacing_kji = tuple(reversed(study.dwi.spacing_mm))
     near, far = (in_plane_ball(prepared, mm) for mm in RING_MM)
     tissue = prepared.brain & (labels == 0) & ~prepared.truth
-    csf = prepared.brain & (prepared.adc_ratio >= CSF_RELATIVE_ADC)
-    to_csf = ndimage.distance_transform_edt(~csf, sampling=spacing_kji) if csf.any() else np.full(dwi.shape, np.nan)
+    to_csf = distance_to_csf(prepared)
     rows = []
     for index, box in enumerate(ndimage.find_objects(labels), start=1):
         if box is None:
@@ -155,6 +154,18 @@ def component_rows(name: str, prepared: Prepared, package_dir: str, threshold: f
     return rows
 
 
+def distance_to_csf(prepared: Prepared, outside: np.ndarray | None = None) -> np.ndarray:
+    """float (nk, nj, ni): each voxel's distance (mm) to the nearest brain voxel whose ADC is at least
+    ``CSF_RELATIVE_ADC`` x the brain's median (``csf_mm``), voxels of ``outside`` never counting as
+    CSF; nan everywhere when the brain holds no such voxel."""
+    csf = prepared.brain & (prepared.adc_ratio >= CSF_RELATIVE_ADC)
+    if outside is not None:
+        csf &= ~outside
+    if not csf.any():
+        return np.full(csf.shape, np.nan)
+    return ndimage.distance_transform_edt(~csf, sampling=tuple(reversed(prepared.study.dwi.spacing_mm)))
+
+
 def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     """One row per expert lesion (26-connected component of the reference): what it would take to
     find it (see the module docstring, ``--experts``)."""
@@ -162,9 +173,7 @@ def expert_rows(name: str, prepared: Prepared) -> list[dict[str, Any]]:
     lesions, _ = label_lesions(prepared.truth)
     found = {t: prepared.components(t).labels != 0 for t in EXPERT_THRESHOLDS}
     seed = prepared.seed
-    csf = prepared.brain & (prepared.adc_ratio >= CSF_RELATIVE_ADC) & ~prepared.truth
-    spacing_kji = tuple(reversed(prepared.study.dwi.spacing_mm))
-    to_csf = ndimage.distance_transform_edt(~csf, sampling=spacing_kji) if csf.any() else np.full(csf.shape, np.nan)
+    to_csf = distance_to_csf(prepared, outside=prepared.truth)  # an expert lesion is never its own CSF
     rows = []
     for index, box in enumerate(ndimage.find_objects(lesions), start=1):
         lesion = lesions[box] == index
