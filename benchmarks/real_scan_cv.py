@@ -36,6 +36,12 @@ Synthetic held-out (``--synthetic``): 16 studies at default ranges (seeds 31,000
 scored with each fold's model and post-processing; the summary also averages the studies whose
 true infarct is 100 mL or more as acquired.
 
+Post-processing by slice thickness (``--by-thickness``): each fold's search is run twice, once
+with its own case natively and once with its 6 mm slabs (each beside the same synthetic
+validation half), and a study of slices at least ``THICK_SLICE_MM`` apart (the held-out 6 mm
+slabs, thick synthetic studies) is scored with the second: what a product that read the
+acquisition's slice spacing would do (issue 13's rule 147).
+
 Two networks as one (``--partner-packages A=DIR B=DIR``): per fold, a copy of the fold
 package with the second package attached as its partner network (``inference/package.py``),
 so that ``segment_study`` averages the two networks' probabilities itself (both plain passes,
@@ -89,6 +95,7 @@ from LambdaSegmentLib.io import Study, Volume, load_study, read_volume  # noqa: 
 from LambdaSegmentLib.metrics import adc_threshold_rule, absolute_volume_difference_ml, lesion_detection, volume_dice  # noqa: E402
 from LambdaSegmentLib.metrics.regions import false_positive_ml_by_contact, false_positive_ml_by_region, posterior_fossa_mask  # noqa: E402
 from LambdaSegmentLib.metrics.thick_slices import thick_slice_study  # noqa: E402
+from LambdaSegmentLib.preprocessing import find_slice_axis  # noqa: E402
 
 ISLES = REPO.parent / "shared" / "data" / "isles22"
 CASES = {"0001": "sub-strokecase0001", "0003": "sub-strokecase0003"}
@@ -100,6 +107,9 @@ SYNTHETIC_VALIDATION_LARGE_START = 32_100_000
 # --validation-embolic N: the search's embolic showers (SYNTHETIC_EMBOLIC_RANGES), seeds from here
 SYNTHETIC_VALIDATION_EMBOLIC_START = 32_200_000
 VALIDATION_RANGES: dict[str, Any] = {"skull_stripped": True}  # the validation studies' fixed options
+# --by-thickness: a study whose slice spacing is at least this takes the thick-slice settings (the
+# clinical 4-6 mm acquisitions of issue 13; the real cases' 6 mm slabs; their 2 mm slices do not)
+THICK_SLICE_MM = 4.0
 SYNTHETIC_TEST_SEEDS = range(31_000_000, 31_000_016)
 SYNTHETIC_LARGE_SEEDS = range(31_100_000, 31_100_006)
 # whole-territory infarcts (a plain territorial lesion stops at its one JHU territory, 10-25 mL,
@@ -494,6 +504,17 @@ def choose(fold_cases: list[Prepared], validation: list[Prepared], steps: tuple[
     return best, best_value
 
 
+def slice_spacing_mm(study: Study) -> float:
+    """The DWI's spacing along its slice axis (from its geometry, whatever its orientation), mm."""
+    return float(study.dwi.spacing_mm[find_slice_axis(study.dwi)])
+
+
+def settings_for(study: Study, settings: PostProcessing, thick: PostProcessing | None) -> PostProcessing:
+    """``thick`` for a study of slices at least THICK_SLICE_MM apart when given (``--by-thickness``),
+    else ``settings``: the product would pick its post-processing from the study's geometry alike."""
+    return thick if thick is not None and slice_spacing_mm(study) >= THICK_SLICE_MM else settings
+
+
 def montage(prepared: Prepared, mask: np.ndarray, path: Path, title: str) -> None:
     """Top row: the (up to) 4 slices with most false positives; bottom row: the 4 with most missed
     lesion; a slice with none is not shown. DWI / brain median in [0, 4], cropped to the brain;
@@ -585,6 +606,10 @@ def main() -> None:
                         help="wherever the searched edge check is on, it drops only lesions whose median height in the "
                              "brain (0 = its lowest point, 1 = its highest) is at most H (postprocess.PostProcessing."
                              "edge_max_height; issue 13's rule 145)")
+    parser.add_argument("--by-thickness", action="store_true",
+                        help="choose two post-processings per fold: one on the fold's own case natively (2 mm) and one "
+                             f"on its 6 mm slabs, each with the synthetic validation half; a study of slices >= {THICK_SLICE_MM:g} mm "
+                             "(the held-out 6 mm slabs, thick synthetic studies) is scored with the second (issue 13's rule 147)")
     parser.add_argument("--objective", choices=tuple(OBJECTIVES), default="dice",
                         help="what the post-processing search maximises per study (dice: volume Dice; targets: targets_score)")
     parser.add_argument("--search-data", choices=("case+synthetic", "synthetic"), default="case+synthetic",
@@ -627,6 +652,9 @@ def main() -> None:
             parser.error("--edge-max-height needs the edge step in --steps")
         if not 0.0 < args.edge_max_height <= 1.0:
             parser.error(f"--edge-max-height must be a height in (0, 1], not {args.edge_max_height}")
+    if args.by_thickness and (args.ship is not None or args.postprocessing != "choose" or args.search_data != "case+synthetic"):
+        parser.error("--by-thickness chooses each fold's two post-processings on its own case natively and at 6 mm: "
+                     "it needs --postprocessing choose and --search-data case+synthetic, and not --ship")
     if not ISLES.is_dir():
         raise SystemExit(f"real_scan_cv: {ISLES} is absent; the protocol needs the two ISLES'22 cases")
     if args.ship is not None:
@@ -653,6 +681,7 @@ def main() -> None:
                                "bilateral_partner_total": args.bilateral_partner_total,
                                "satellite_mm": args.satellite_mm, "satellite_edge_only": args.satellite_edge_only,
                                "margin_capped": args.margin_capped, "edge_max_height": args.edge_max_height,
+                               "by_thickness": args.by_thickness, "thick_slice_mm": THICK_SLICE_MM if args.by_thickness else None,
                                "validation_large": args.validation_large,
                                "validation_embolic": args.validation_embolic,
                                "search_data": args.search_data, "seed_packages": seed_specs or None,
@@ -664,6 +693,8 @@ def main() -> None:
     pairs = tempfile.TemporaryDirectory(prefix="real_scan_cv-pairs-")  # the fold packages with a partner attached
     for fold in args.folds:
         own, held_out = FOLDS[fold]
+        thick_settings: PostProcessing | None = None
+        thick_objective: float | None = None
         package = fold_package(specs[fold])
         seed_package = fold_package(seed_specs[fold]) if fold in seed_specs else None
         partner_package = fold_package(partner_specs[fold]) if fold in partner_specs else None
@@ -676,10 +707,14 @@ def main() -> None:
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(name, study, truth, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for name, study, truth in search_studies]
-            settings, objective = choose(own_cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
-                                         args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
-                                         args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
-                                         args.margin_capped, args.edge_max_height)
+            search = lambda cases: choose(cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),  # noqa: E731
+                                          args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
+                                          args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
+                                          args.margin_capped, args.edge_max_height)
+            if args.by_thickness and own_cases:  # own_cases: [native, 6 mm]
+                (settings, objective), (thick_settings, thick_objective) = search(own_cases[:1]), search(own_cases[1:])
+            else:
+                settings, objective = search(own_cases)
         elif args.postprocessing == "package":
             settings, objective = PostProcessing.from_manifest(package.manifest), None
         else:
@@ -690,12 +725,16 @@ def main() -> None:
                                        "partner_package_dir": partner_specs.get(fold),
                                        "partner_weights_sha256": partner_package.sha256 if partner_package else None,
                                        "trained_on": real_cases_used(package),
-                                       "postprocessing": settings.as_dict(), "objective": objective, "scores": {}}
+                                       "postprocessing": settings.as_dict(), "objective": objective,
+                                       "postprocessing_thick": thick_settings.as_dict() if thick_settings else None,
+                                       "objective_thick": thick_objective, "scores": {}}
         for thick in (False, True):
             setting = "6mm" if thick else "native"
-            prepared = prepare(f"{held_out}-{setting}", *load_real(held_out, thick), package, regions=True, flips=settings.test_time_flips,
+            study, truth = load_real(held_out, thick)
+            chosen = settings_for(study, settings, thick_settings)
+            prepared = prepare(f"{held_out}-{setting}", study, truth, package, regions=True, flips=chosen.test_time_flips,
                                seed_package=seed_package)
-            model_mask = prepared.mask(settings)
+            model_mask = prepared.mask(chosen)
             raw_mask = prepared.mask(PostProcessing(threshold=0.5))
             rule_mask = np.asarray(adc_threshold_rule(prepared.study).array) != 0
             fold_result["scores"][setting] = {"model": score(prepared, model_mask), "model_threshold_only": score(prepared, raw_mask),
@@ -711,9 +750,9 @@ def main() -> None:
             # both folds of one package with one post-processing (e.g. --postprocessing package)
             # score the same synthetic studies identically: computed once
             key = (package.sha256, seed_package.sha256 if seed_package else None, partner_package.sha256 if partner_package else None,
-                   json.dumps(settings.as_dict(), sort_keys=True))
+                   json.dumps(settings.as_dict(), sort_keys=True), json.dumps(thick_settings.as_dict() if thick_settings else None, sort_keys=True))
             if key not in synthetic_done:
-                synthetic_done[key] = synthetic_scores(package, settings, seed_package)
+                synthetic_done[key] = synthetic_scores(package, settings, seed_package, thick_settings)
             fold_result["synthetic"] = synthetic_done[key]
             print(f"fold {fold} synthetic: {json.dumps(fold_result['synthetic']['summary'])}", flush=True)
         results["folds"][fold] = fold_result
@@ -769,18 +808,22 @@ def ship(package_dir: Path, steps: tuple[str, ...], objective_name: str = "dice"
     print(f"{manifest_path}: {json.dumps(settings.manifest_entries())} (objective {objective:.4f})")
 
 
-def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None) -> dict[str, Any]:
-    """Volume Dice of the model (with ``settings``, seeded by ``seed_package`` if given) and the rule on the synthetic held-out studies."""
+def synthetic_scores(package: ModelPackage, settings: PostProcessing, seed_package: ModelPackage | None = None,
+                     thick: PostProcessing | None = None) -> dict[str, Any]:
+    """Volume Dice of the model (with ``settings``, or ``thick`` on thick-slice studies when given:
+    ``settings_for``; seeded by ``seed_package`` if given) and the rule on the synthetic held-out studies."""
     rows = []
     groups = (("default", SYNTHETIC_TEST_SEEDS, {}), ("large", SYNTHETIC_LARGE_SEEDS, SYNTHETIC_LARGE_RANGES))
     for group, seeds, ranges in groups:
         for seed in seeds:
             study, truth = synthetic(seed, **ranges)
-            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=settings.test_time_flips,
+            chosen = settings_for(study, settings, thick)
+            prepared = prepare(f"synth-{seed}", study, truth, package, regions=False, flips=chosen.test_time_flips,
                                seed_package=seed_package)
             rule = np.asarray(adc_threshold_rule(study).array) != 0
             rows.append({"group": group, "seed": seed, "true_ml": float(truth.sum() * study.dwi.voxel_volume_mm3 / 1000),
-                         "model_dice": volume_dice(prepared.mask(settings), truth), "rule_dice": volume_dice(rule, truth)})
+                         "slice_mm": slice_spacing_mm(study),
+                         "model_dice": volume_dice(prepared.mask(chosen), truth), "rule_dice": volume_dice(rule, truth)})
     summary = {group: {"n": sum(r["group"] == group for r in rows),
                        "model_dice": float(np.mean([r["model_dice"] for r in rows if r["group"] == group])),
                        "rule_dice": float(np.mean([r["rule_dice"] for r in rows if r["group"] == group]))}

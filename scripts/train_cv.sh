@@ -240,6 +240,9 @@ SATELLITE_MM=${SATELLITE_MM:-}
 # lower half, where the skull-base rims are (--edge-max-height; rule 145; needs edge in SEARCH_STEPS).
 EDGE_MAX_HEIGHT=${EDGE_MAX_HEIGHT:-}
 [[ -n $EDGE_MAX_HEIGHT ]] && STEPS+=(--edge-max-height "$EDGE_MAX_HEIGHT")
+# BY_THICKNESS=1: each fold chooses one post-processing on its own case natively and one on its
+# 6 mm slabs, the second scoring every study of slices >= 4 mm (--by-thickness; rule 147; not ship).
+[[ ${BY_THICKNESS:-0} == 1 ]] && STEPS+=(--by-thickness)
 VALIDATION_LARGE=${VALIDATION_LARGE:-}
 [[ -n $VALIDATION_LARGE ]] && STEPS+=(--validation-large "$VALIDATION_LARGE")
 # VALIDATION_EMBOLIC=N adds N embolic showers of 2-10 mL to the search's validation studies

@@ -288,3 +288,41 @@ def test_a_fixed_edge_height_rides_only_where_the_edge_check_is_on(cv, load_scri
     table = load_script("benchmarks/real_scan_cv_table.py")
     assert table.settings(PostProcessing(min_edge_depth_mm=6.0, edge_max_height=0.5).as_dict()) == (
         "t 0.5, depth ≥ 6 mm below 0.5 of the brain's height")
+
+
+def oblique_direction(degrees: float) -> np.ndarray:
+    """Columns: the i, j, k axes rotated about LPS x by ``degrees`` (an oblique axial stack)."""
+    angle = np.deg2rad(degrees)
+    return np.array([[1.0, 0.0, 0.0], [0.0, np.cos(angle), -np.sin(angle)], [0.0, np.sin(angle), np.cos(angle)]])
+
+
+@pytest.mark.parametrize(("spacing", "direction", "thick"), [
+    ((1.8, 1.8, 2.0), np.eye(3), False),  # ISLES'22-like 2 mm axial
+    ((1.8, 1.8, 6.0), np.eye(3), True),  # its 6 mm slabs
+    ((1.0, 1.0, 4.0), np.eye(3), True),  # a 4 mm clinical stack: the bound itself is thick
+    ((1.0, 1.0, 3.9), np.eye(3), False),
+    ((1.0, 1.0, 5.0), oblique_direction(20.0), True),  # oblique axial
+    ((5.0, 0.9, 0.9), np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]), True),  # sagittal: slices along i
+    ((0.9, 0.9, 5.0), np.diag([-1.0, -1.0, 1.0]), True),  # RAS-stored axial
+])
+def test_by_thickness_scores_a_study_by_its_own_slice_spacing(cv, spacing, direction, thick) -> None:
+    """``--by-thickness``: the thick settings go to a study whose slices are >= 4 mm apart along its
+    slice axis, found from its geometry (axial, oblique, sagittal, RAS-stored), never to a thin one;
+    without thick settings every study takes the one set."""
+    from LambdaSegmentLib.io import Volume
+
+    shape = (12, 24, 24) if spacing[0] < 2 else (24, 24, 12)  # (k, j, i): the slice axis has the fewest voxels
+    study = SimpleNamespace(dwi=Volume(np.zeros(shape, np.float32), spacing, direction=direction))
+    native, thick_settings = PostProcessing(threshold=0.3), PostProcessing(threshold=0.6)
+    assert cv.slice_spacing_mm(study) == max(spacing)
+    assert cv.settings_for(study, native, thick_settings) is (thick_settings if thick else native)
+    assert cv.settings_for(study, native, None) is native
+
+
+def test_by_thickness_needs_the_search_on_the_fold_case(cv, monkeypatch, capsys) -> None:
+    """``--by-thickness`` is refused, by name, where no fold case is searched or a package is shipped."""
+    for extra in (["--search-data", "synthetic"], ["--postprocessing", "package"], ["--ship", "somewhere"]):
+        monkeypatch.setattr(sys, "argv", ["real_scan_cv.py", "--by-thickness", *extra])
+        with pytest.raises(SystemExit):
+            cv.main()
+        assert "--by-thickness" in capsys.readouterr().err
