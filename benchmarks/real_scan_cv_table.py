@@ -119,6 +119,8 @@ def main() -> None:
             chosen_for = "" if objective == "dice" else f" (search objective: {objective})"
             if result.get("search_data", "case+synthetic") == "synthetic":  # recorded since --search-data
                 chosen_for += " (chosen on synthetic studies only)"
+            if entry.get("postprocessing_thick"):  # --by-thickness (rule 147): the 6 mm scores are the second setting's
+                chosen_for += f"; slices ≥ {result['thick_slice_mm']:g} mm: {settings(entry['postprocessing_thick'])}"
             lines.append(f"| {result['label']} ({revision}) | {fold} ({held_out}){mark} | {settings(entry['postprocessing'])}{chosen_for} "
                          f"| {cells(scores['native']['model'])} | {cells(scores['6mm']['model'])} | {synthetic_cells(entry)} |")
             rules[held_out] = (scores["native"]["adc_rule"], scores["6mm"]["adc_rule"])
