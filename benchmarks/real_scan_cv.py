@@ -707,10 +707,12 @@ def main() -> None:
                          for thick in (False, True)] if args.search_data == "case+synthetic" else []
             validation = [prepare(name, study, truth, package, regions=False, flips=search_flips, seed_package=seed_package)
                           for name, study, truth in search_studies]
-            search = lambda cases: choose(cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),  # noqa: E731
-                                          args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
-                                          args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
-                                          args.margin_capped, args.edge_max_height)
+            def search(cases: list[Prepared]) -> tuple[PostProcessing, float]:
+                return choose(cases, validation, tuple(args.steps), args.objective, tuple(args.thresholds),
+                              args.bilateral_partner_mm, tuple(args.bilateral_partner_fraction),
+                              args.bilateral_partner_total, args.satellite_mm, args.satellite_edge_only,
+                              args.margin_capped, args.edge_max_height)
+
             if args.by_thickness and own_cases:  # own_cases: [native, 6 mm]
                 (settings, objective), (thick_settings, thick_objective) = search(own_cases[:1]), search(own_cases[1:])
             else:

@@ -6,7 +6,9 @@ SHA-256 unchanged), run on a model grid of a different in-plane spacing.
 Issue 13's rule 148 asks whether the fold networks, trained on a 2 mm grid, find more of a
 real case's small emboli on a finer one (a 1.5 mm grid shows a 3-voxel embolus as about 5
 voxels). Only ``preprocessing.in_plane_spacing_mm`` changes; the slice axis is never resampled
-(``preprocessing.slice_stack``). DST_PKG must not exist; SRC_PKG is verified first (its
+(``preprocessing.slice_stack``). A seed or partner network attached to SRC_PKG is copied as it
+is and keeps its own grid (``engine.segment_study`` prepares each network's input by its own
+manifest). DST_PKG must not exist; SRC_PKG is verified first (its
 weights' SHA-256), and the copy is loaded back to check it.
 """
 
@@ -22,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from LambdaSegmentLib.errors import BadInputError  # noqa: E402
-from LambdaSegmentLib.inference.package import load_model_package  # noqa: E402
+from LambdaSegmentLib.inference.package import MANIFEST_FILE, load_model_package  # noqa: E402
 
 
 def regrid_package(source: Path, destination: Path, in_plane_mm: float) -> dict:
@@ -33,13 +35,11 @@ def regrid_package(source: Path, destination: Path, in_plane_mm: float) -> dict:
         raise BadInputError(str(destination), f"--in-plane-mm {in_plane_mm} is not a plausible model grid (0.5-5 mm)")
     if destination.exists():
         raise BadInputError(str(destination), "already exists; nothing was overwritten")
-    load_model_package(source)  # verifies the source's weights before anything is copied
+    manifest = load_model_package(source).manifest  # verified (its weights' SHA-256) before anything is copied
+    manifest = {**manifest, "preprocessing": {**manifest["preprocessing"], "in_plane_spacing_mm": float(in_plane_mm)}}
     shutil.copytree(source, destination)
-    manifest_path = destination / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["preprocessing"]["in_plane_spacing_mm"] = float(in_plane_mm)
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    load_model_package(destination)
+    (destination / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    load_model_package(destination)  # the copy loads and verifies
     return manifest
 
 
