@@ -97,6 +97,16 @@ def settings(post: dict) -> str:
     return ", ".join(parts)
 
 
+def not_held_out(entry: dict) -> str:
+    """Why a fold result's score of its held-out case is not held out ("" when it is): the fold
+    package trained on that case or had its checkpoint chosen on it (``trained_on``, recorded since
+    the issue-13 recipe; before it, :data:`CHOSE_ON`)."""
+    case = entry["held_out_case"]
+    if "trained_on" in entry:
+        return "trained on this case or chose the weights on it" if case in entry["trained_on"] else ""
+    return "this case chose the weights" if CHOSE_ON.get(entry["weights_sha256"]) == case else ""
+
+
 def main() -> None:
     header = ("| method | fold (held out) | post-processing | native Dice | native lesion F1 | native abs dV mL "
               "| native FP mL (edge / PF / else) | 6 mm Dice | 6 mm lesion F1 | 6 mm abs dV mL | 6 mm FP mL (edge / PF / else) "
@@ -107,12 +117,7 @@ def main() -> None:
         result = json.loads(path.read_text(encoding="utf-8"))
         for fold, entry in result["folds"].items():
             held_out = entry["held_out_case"]
-            if "trained_on" in entry:  # recorded since the issue-13 recipe
-                leak = held_out in entry["trained_on"]
-                mark = " **not held out: trained on this case or chose the weights on it**" if leak else ""
-            else:
-                leak = CHOSE_ON.get(entry["weights_sha256"]) == held_out
-                mark = " **not held out: this case chose the weights**" if leak else ""
+            mark = f" **not held out: {not_held_out(entry)}**" if not_held_out(entry) else ""
             scores = entry["scores"]
             revision = result["revision"][:7] if result.get("revision") else "before f75a548"
             objective = result.get("objective_per_study", "dice")  # recorded since --objective; volume Dice before
