@@ -244,7 +244,9 @@ def main() -> None:
     unknown = sorted(set(args.highlight) - {c.label for c in configs})
     if unknown:
         raise SystemExit(f"real_scan_frontier: --highlight: no held-out configuration labelled {', '.join(unknown)}")
-    text = report(configs, left_out)
+    command = " ".join([".venv/bin/python benchmarks/real_scan_frontier.py"]
+                       + (["--highlight", *args.highlight] if args.highlight else []))
+    text = report(configs, left_out).replace("\n\n", f"\n\nCommand (the highlights mark the figure only): `{command}`\n\n", 1)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".md").write_text(text, encoding="utf-8")
     figure(configs, args.output.with_suffix(".png"), args.highlight)
