@@ -38,7 +38,7 @@ from real_scan_cv_table import RESULTS, not_held_out  # noqa: E402
 
 OUTPUT = REPO / "benchmarks" / "results" / "real_scan_frontier"
 CASES = {"A": "0003", "B": "0001"}  # fold -> the case it holds out
-GRIDS = ("native", "6mm")
+GRIDS = {"native": "native", "6mm": "6 mm"}  # a real_scan_cv.py score's setting -> its name in the tables
 X_MAX_ML = 6.0  # the figure's false-positive axis; configurations beyond it are counted in a note
 
 
@@ -78,9 +78,9 @@ class Configuration:
     model: dict[tuple[str, str], dict]
     rule: dict[tuple[str, str], dict]
 
-    def cells_met(self) -> list[tuple[str, str, Target]]:
-        return [(case, grid, target) for case in CASES.values() for grid in GRIDS for target in TARGETS
-                if target.met(self.model[(case, grid)], self.rule[(case, grid)])]
+    def cells_met(self) -> frozenset[tuple[str, str, Target]]:
+        return frozenset((case, grid, target) for case in CASES.values() for grid in GRIDS for target in TARGETS
+                         if target.met(self.model[(case, grid)], self.rule[(case, grid)]))
 
 
 def configurations(results: Path | None = None) -> tuple[list[Configuration], int]:
@@ -119,10 +119,15 @@ def best(configs: list[Configuration], case: str, grid: str, target: Target) -> 
     return config.model[(case, grid)][target.key], config.label
 
 
-def report(configs: list[Configuration], left_out: int) -> str:
-    n = len(configs)
+def report(configs: list[Configuration], left_out: int, command: str) -> str:
+    """The markdown page: per target cell, the configurations meeting it and the best value reached;
+    the nearest configuration and the cells it misses; the Pareto fronts. ``command`` heads it."""
+    n, cells = len(configs), 2 * len(GRIDS) * len(TARGETS)
+    met = [c.cells_met() for c in configs]  # per configuration, once
     lines = [
         "# Issue 13's targets against every held-out configuration",
+        "",
+        f"Command (the highlights mark the figure only): `{command}`",
         "",
         "Written by `benchmarks/real_scan_frontier.py` from the committed "
         "`benchmarks/results/real_scan_cv/*.json`. A configuration is one result file with both folds held out "
@@ -138,37 +143,36 @@ def report(configs: list[Configuration], left_out: int) -> str:
     for case in CASES.values():
         for grid in GRIDS:
             for target in TARGETS:
-                meeting = sum(target.met(c.model[(case, grid)], c.rule[(case, grid)]) for c in configs)
+                meeting = sum((case, grid, target) in cells_met for cells_met in met)
                 value, label = best(configs, case, grid, target)
-                lines.append(f"| {case} | {'native' if grid == 'native' else '6 mm'} | {target.name} | {meeting} of {n} "
+                lines.append(f"| {case} | {GRIDS[grid]} | {target.name} | {meeting} of {n} "
                              f"| {value:.3f} (`{label}`) |")
-    counts = [len(c.cells_met()) for c in configs]
-    most = max(counts)
-    nearest = [c for c, count in zip(configs, counts) if count == most]
-    every_case = {case: sum(all(target.met(c.model[(case, grid)], c.rule[(case, grid)]) for grid in GRIDS for target in TARGETS)
-                            for c in configs) for case in CASES.values()}
+    most = max(len(cells_met) for cells_met in met)
+    nearest = [c for c, cells_met in zip(configs, met) if len(cells_met) == most]
+    nearest_met = next(cells_met for cells_met in met if len(cells_met) == most)  # nearest[0]'s
+    per_case = cells // len(CASES)
+    every_case = {case: sum(sum(cell[0] == case for cell in cells_met) == per_case for cells_met in met) for case in CASES.values()}
     lines += [
         "",
-        f"Configurations meeting all 28 cells: **{sum(count == 4 * len(TARGETS) for count in counts)}**; "
-        + "; ".join(f"all 14 of case {case}: {count}" for case, count in every_case.items()) + ".",
-        f"The most cells met by one configuration: **{most} of {4 * len(TARGETS)}**, by {len(nearest)}: "
+        f"Configurations meeting all {cells} cells: **{sum(len(cells_met) == cells for cells_met in met)}**; "
+        + "; ".join(f"all {per_case} of case {case}: {count}" for case, count in every_case.items()) + ".",
+        f"The most cells met by one configuration: **{most} of {cells}**, by {len(nearest)}: "
         + ", ".join(f"`{c.label}`" for c in nearest[:5]) + (" …" if len(nearest) > 5 else "") + ".",
         "",
         "Cells the first of them misses:",
         "",
     ]
-    met = {(case, grid, target.name) for case, grid, target in nearest[0].cells_met()}
     for case in CASES.values():
         for grid in GRIDS:
             for target in TARGETS:
-                if (case, grid, target.name) not in met:
+                if (case, grid, target) not in nearest_met:
                     model, rule = nearest[0].model[(case, grid)], nearest[0].rule[(case, grid)]
                     bound = rule[target.key] if target.bound is None else target.bound
-                    lines.append(f"- {case} {'native' if grid == 'native' else '6 mm'}, {target.name}: "
+                    lines.append(f"- {case} {GRIDS[grid]}, {target.name}: "
                                  f"{model[target.key]:.3f} against {bound:.3f}")
-    for grid in GRIDS:
+    by_label = {c.label: c for c in configs}
+    for grid, setting in GRIDS.items():
         points = [(c.model[("0003", grid)]["fp_ml"], c.model[("0001", grid)]["volume_dice"], c.label) for c in configs]
-        setting = "native" if grid == "native" else "6 mm"
         lines += [
             "",
             f"Pareto front, {setting}: 0001's volume Dice (fold B) against 0003's false positives (fold A); "
@@ -177,7 +181,6 @@ def report(configs: list[Configuration], left_out: int) -> str:
             f"| 0003 FP mL ({setting}) | 0001 Dice ({setting}) | 0001 lesion F1 | 0003 Dice | 0003 lesion F1 | configuration |",
             "|---|---|---|---|---|---|",
         ]
-        by_label = {c.label: c for c in configs}
         for x, y, label in pareto_front(points):
             c = by_label[label]
             lines.append(f"| {x:.2f} | {y:.3f} | {c.model[('0001', grid)]['lesion_f1']:.3f} "
@@ -206,7 +209,7 @@ def figure(configs: list[Configuration], path: Path, highlight: list[str]) -> No
         chosen = [c for c in configs if c.label in highlight]
         if chosen:
             axis.scatter([c.model[("0003", grid)]["fp_ml"] for c in chosen], [c.model[("0001", grid)]["volume_dice"] for c in chosen],
-                         s=30, c="tab:blue", label="the default's recipe (six rows)")
+                         s=30, c="tab:blue", label=f"--highlight ({len(chosen)} rows)")
         front = pareto_front(list(zip(xs, ys, (c.label for c in configs))))
         axis.step([x for x, _, _ in front], [y for _, y, _ in front], where="post", c="tab:orange", label="Pareto front")
         rule = configs[0].rule
@@ -223,8 +226,8 @@ def figure(configs: list[Configuration], path: Path, highlight: list[str]) -> No
                 text += (f"; the ADC rule at {rule[('0003', grid)]['fp_ml']:.1f} mL, "
                          f"Dice {rule[('0001', grid)]['volume_dice']:.3f}")
             axis.text(0.98, 0.02, text, transform=axis.transAxes, ha="right", va="bottom", fontsize=8)
-        axis.set_xlabel(f"case 0003 false positives, mL ({'native' if grid == 'native' else '6 mm slabs'}; fold A)")
-        axis.set_title("native" if grid == "native" else "6 mm slabs")
+        axis.set_xlabel(f"case 0003 false positives, mL ({GRIDS[grid]}; fold A)")
+        axis.set_title(GRIDS[grid])
     axes[0].set_ylabel("case 0001 volume Dice (fold B)")
     axes[0].legend(loc="upper right", fontsize=8)
     fig.tight_layout()
@@ -246,7 +249,7 @@ def main() -> None:
         raise SystemExit(f"real_scan_frontier: --highlight: no held-out configuration labelled {', '.join(unknown)}")
     command = " ".join([".venv/bin/python benchmarks/real_scan_frontier.py"]
                        + (["--highlight", *args.highlight] if args.highlight else []))
-    text = report(configs, left_out).replace("\n\n", f"\n\nCommand (the highlights mark the figure only): `{command}`\n\n", 1)
+    text = report(configs, left_out, command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".md").write_text(text, encoding="utf-8")
     figure(configs, args.output.with_suffix(".png"), args.highlight)

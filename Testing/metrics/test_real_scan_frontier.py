@@ -60,7 +60,8 @@ def test_the_report_counts_targets_and_names_the_best(frontier, tmp_path) -> Non
     write_result(tmp_path, "one", score(0.9, 0.55, 1.0, 0.8), score(0.30, 0.2, 2.0, 0.1))
     write_result(tmp_path, "two", score(0.8, 0.40, 1.0, 2.5), score(0.45, 0.3, 2.0, 0.1))
     configs, left_out = frontier.configurations(tmp_path)
-    text = frontier.report(configs, left_out)
+    text = frontier.report(configs, left_out, "the command")
+    assert "Command (the highlights mark the figure only): `the command`" in text
     assert "**2** of them (0 result files left out" in text
     assert "| 0001 | native | volume Dice >= 0.6 | 0 of 2 | 0.450 (`two`) |" in text
     assert "| 0003 | native | false positives <= 1 mL | 1 of 2 | 0.800 (`one`) |" in text
