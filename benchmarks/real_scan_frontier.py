@@ -69,6 +69,9 @@ TARGETS = (
     Target("false positives below the ADC rule's", "fp_ml", False, None),
 )
 
+#: Issue 13's target cells, (held-out case, setting, target), in the tables' order
+CELLS = tuple((case, grid, target) for case in CASES.values() for grid in GRIDS for target in TARGETS)
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -79,7 +82,7 @@ class Configuration:
     rule: dict[tuple[str, str], dict]
 
     def cells_met(self) -> frozenset[tuple[str, str, Target]]:
-        return frozenset((case, grid, target) for case in CASES.values() for grid in GRIDS for target in TARGETS
+        return frozenset((case, grid, target) for case, grid, target in CELLS
                          if target.met(self.model[(case, grid)], self.rule[(case, grid)]))
 
 
@@ -122,7 +125,7 @@ def best(configs: list[Configuration], case: str, grid: str, target: Target) -> 
 def report(configs: list[Configuration], left_out: int, command: str) -> str:
     """The markdown page: per target cell, the configurations meeting it and the best value reached;
     the nearest configuration and the cells it misses; the Pareto fronts. ``command`` heads it."""
-    n, cells = len(configs), 2 * len(GRIDS) * len(TARGETS)
+    n, cells = len(configs), len(CELLS)
     met = [c.cells_met() for c in configs]  # per configuration, once
     lines = [
         "# Issue 13's targets against every held-out configuration",
@@ -140,13 +143,10 @@ def report(configs: list[Configuration], left_out: int, command: str) -> str:
         "| held-out case | setting | target | configurations meeting it | best reached (first configuration reaching it) |",
         "|---|---|---|---|---|",
     ]
-    for case in CASES.values():
-        for grid in GRIDS:
-            for target in TARGETS:
-                meeting = sum((case, grid, target) in cells_met for cells_met in met)
-                value, label = best(configs, case, grid, target)
-                lines.append(f"| {case} | {GRIDS[grid]} | {target.name} | {meeting} of {n} "
-                             f"| {value:.3f} (`{label}`) |")
+    for case, grid, target in CELLS:
+        meeting = sum((case, grid, target) in cells_met for cells_met in met)
+        value, label = best(configs, case, grid, target)
+        lines.append(f"| {case} | {GRIDS[grid]} | {target.name} | {meeting} of {n} | {value:.3f} (`{label}`) |")
     most = max(len(cells_met) for cells_met in met)
     nearest = [c for c, cells_met in zip(configs, met) if len(cells_met) == most]
     nearest_met = next(cells_met for cells_met in met if len(cells_met) == most)  # nearest[0]'s
@@ -162,14 +162,11 @@ def report(configs: list[Configuration], left_out: int, command: str) -> str:
         "Cells the first of them misses:",
         "",
     ]
-    for case in CASES.values():
-        for grid in GRIDS:
-            for target in TARGETS:
-                if (case, grid, target) not in nearest_met:
-                    model, rule = nearest[0].model[(case, grid)], nearest[0].rule[(case, grid)]
-                    bound = rule[target.key] if target.bound is None else target.bound
-                    lines.append(f"- {case} {GRIDS[grid]}, {target.name}: "
-                                 f"{model[target.key]:.3f} against {bound:.3f}")
+    for case, grid, target in CELLS:
+        if (case, grid, target) not in nearest_met:
+            model, rule = nearest[0].model[(case, grid)], nearest[0].rule[(case, grid)]
+            bound = rule[target.key] if target.bound is None else target.bound
+            lines.append(f"- {case} {GRIDS[grid]}, {target.name}: {model[target.key]:.3f} against {bound:.3f}")
     by_label = {c.label: c for c in configs}
     for grid, setting in GRIDS.items():
         points = [(c.model[("0003", grid)]["fp_ml"], c.model[("0001", grid)]["volume_dice"], c.label) for c in configs]
